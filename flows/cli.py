@@ -1,0 +1,103 @@
+"""The ``npmcore`` command line: launches the Prefect flows and inspects the store."""
+
+import sys
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from flows.params import ClusterParams, IngestParams, absolute_store
+from npmcore.cluster import ClusterError
+from npmcore.corpus import FORMATS, CorpusError
+from npmcore.encoder import EncoderError
+from npmcore.ingest import KIND as CORPUS, read_blocks
+from npmcore.storage import Manifest, SnapshotError, list_snapshots, open_snapshot
+
+app = typer.Typer(help="NPM, the Nonparametric Masked Language Model: pipeline commands.", no_args_is_help=True)
+console = Console()
+errors = Console(stderr=True)
+
+Store = Annotated[str, typer.Option("--store", envvar="NPM_STORE", help="Store root: a path, file:// or s3:// URL.")]
+DaskAddress = Annotated[
+    str | None,
+    typer.Option("--dask-address", envvar="DASK_SCHEDULER_ADDRESS", help="Existing Dask scheduler; default: a local cluster."),
+]
+Workers = Annotated[int | None, typer.Option("--workers", min=1, help="Local Dask workers (default: one per core).")]
+USER_ERRORS = (CorpusError, SnapshotError, EncoderError, ClusterError, ValueError, FileNotFoundError)
+
+
+def fail(error: Exception) -> NoReturn:
+    errors.print(f"[bold red]error:[/] {error}")
+    raise typer.Exit(2)
+
+
+def counts_table(url: str, manifest: Manifest) -> Table:
+    table = Table(title=f"{manifest.kind} snapshot {manifest.id}", caption=url)
+    for key in manifest.counts:
+        table.add_column(key, justify="right")
+    table.add_row(*(f"{v:,}" for v in manifest.counts.values()))
+    return table
+
+
+@app.command()
+def ingest(
+    inputs: Annotated[list[str] | None, typer.Argument(help="Files, folders or globs; none: the embedded default corpus.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help=f"auto or one of {', '.join(FORMATS)}.")] = "auto",
+    store: Store = "npm-store",
+    encoder: Annotated[str | None, typer.Option(help="Tokenizer path or cached name (default: MiniLM-L6).")] = None,
+    max_tokens: Annotated[int, typer.Option(help="Maximum block length in encoder tokens.")] = 256,
+    dask_address: DaskAddress = None,
+    workers: Workers = None,
+) -> None:
+    """Ingest Wikipedia dumps, WikiExtractor output or news into a verified corpus snapshot."""
+    from flows.ingest import ingest_corpus
+
+    if fmt != "auto" and fmt not in FORMATS:
+        fail(ValueError(f"unknown format {fmt!r}; expected auto or one of {', '.join(FORMATS)}"))
+    try:
+        params = IngestParams(
+            inputs=inputs or [], format=fmt, store=store, encoder=encoder, max_tokens=max_tokens,
+            cluster=ClusterParams(dask_address=dask_address, n_workers=workers),
+        )
+        url = ingest_corpus(params, progress=sys.stderr.isatty())
+        console.print(counts_table(url, open_snapshot(url, verify=False)))
+    except USER_ERRORS as e:
+        fail(e)
+    print(url)
+
+
+@app.command()
+def demo(store: Store = "npm-store", dask_address: DaskAddress = None, workers: Workers = None) -> None:
+    """The main job on the embedded default corpus and encoder (all stages that exist)."""
+    from flows.pipeline import pipeline
+
+    try:
+        params = IngestParams(store=store, cluster=ClusterParams(dask_address=dask_address, n_workers=workers))
+        result = pipeline(params, progress=sys.stderr.isatty())
+        manifest = open_snapshot(result["corpus"])
+    except USER_ERRORS as e:
+        fail(e)
+    console.print(counts_table(result["corpus"], manifest))
+    first = next(read_blocks(result["corpus"], columns=["block_id", "title", "text", "token_ids"])).slice(0, 1).to_pylist()[0]
+    console.print(f"[bold]first block[/] {first['block_id']} ({len(first['token_ids'])} tokens): {first['title']}. {first['text'][:300]}…")
+    console.print(f"corpus snapshot: [bold]{result['corpus']}[/] (verified)")
+
+
+@app.command()
+def snapshots(store: Store = "npm-store", kind: Annotated[str, typer.Option(help="Snapshot kind.")] = CORPUS) -> None:
+    """List the complete snapshots of a kind in the store."""
+    table = Table("id", "created", *(["counts"]), "url")
+    for url, manifest in list_snapshots(absolute_store(store), kind):
+        table.add_row(manifest.id, manifest.created, " ".join(f"{k}={v:,}" for k, v in manifest.counts.items()), url)
+    console.print(table)
+
+
+@app.command()
+def verify(url: Annotated[str, typer.Argument(help="Snapshot URL.")]) -> None:
+    """Check every file of a snapshot against its manifest's sha256."""
+    try:
+        manifest = open_snapshot(absolute_store(url))
+    except SnapshotError as e:
+        fail(e)
+    console.print(f"ok: {manifest.kind} snapshot {manifest.id}, {len(manifest.files)} files verified")

@@ -1,0 +1,23 @@
+"""Flow ``ingest_corpus``: raw dumps and news collections to a verified corpus snapshot."""
+
+from prefect import flow
+
+from flows.params import IngestParams
+from npmcore.corpus import default_corpus
+from npmcore.ingest import IngestConfig
+from tasks.ingest import ingest_corpus_task
+
+
+@flow(name="ingest_corpus")
+def ingest_corpus(params: IngestParams | None = None, progress: bool = False) -> str:
+    """Ingest ``params.inputs`` (default: the embedded corpus) on Dask; returns the snapshot URL."""
+    params = params or IngestParams()
+    config = IngestConfig(
+        format=params.format,
+        encoder=params.encoder,
+        max_tokens=params.max_tokens,
+        partition_bytes=params.partition_mb << 20,
+        pages_per_partition=params.pages_per_partition,
+    )
+    inputs = params.inputs or default_corpus()
+    return ingest_corpus_task(inputs, params.store, config, params.cluster.dask_address, params.cluster.n_workers, progress)

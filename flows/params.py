@@ -1,0 +1,46 @@
+"""Typed flow parameters (validated by Prefect; editable in the Prefect UI)."""
+
+import os
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, field_validator
+
+
+def default_store() -> str:
+    return os.environ.get("NPM_STORE", "./npm-store")
+
+
+def absolute_store(url: str) -> str:
+    """Local store paths are made absolute so Dask workers resolve them like the driver."""
+    return url if "://" in url else str(Path(url).expanduser().resolve())
+
+
+class ClusterParams(BaseModel):
+    dask_address: str | None = Field(
+        default_factory=lambda: os.environ.get("DASK_SCHEDULER_ADDRESS") or None,
+        description="Address of an existing Dask scheduler (tcp://host:8786); empty starts a local cluster.",
+    )
+    n_workers: int | None = Field(None, ge=1, description="Local cluster size; default one worker per core.")
+
+
+class IngestParams(BaseModel):
+    inputs: list[str] = Field(
+        default_factory=list,
+        description="Files, folders or globs (local paths, file:// or s3:// URLs). Empty: the embedded default "
+        "corpus (the English Wikipedia dump sample and the Lee news corpus shipped with gensim).",
+    )
+    format: Literal["auto", "mediawiki", "wikiextractor", "jsonl", "lines"] = Field(
+        "auto", description="Input format; auto detects it per input from the name and first bytes."
+    )
+    store: str = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
+    encoder: str | None = Field(None, description="Tokenizer: a local model path or cached Hugging Face name; empty = default MiniLM-L6.")
+    max_tokens: int = Field(256, ge=32, le=4096, description="Maximum block length in encoder tokens, special tokens included.")
+    pages_per_partition: int = Field(200, ge=1, description="Dump pages per Dask partition.")
+    partition_mb: int = Field(8, ge=1, description="Byte range (MiB) per partition of uncompressed line-based files.")
+    cluster: ClusterParams = Field(default_factory=ClusterParams)
+
+    @field_validator("store")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        return absolute_store(value)

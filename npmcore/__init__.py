@@ -1,0 +1,8 @@
+"""NPM, the Nonparametric Masked Language Model: library code (no Prefect imports)."""
+
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    __version__ = version("npmcore")
+except PackageNotFoundError:  # running from a source tree that was not installed
+    __version__ = "0.0.0+source"

@@ -1,0 +1,40 @@
+"""Dask clusters: a LocalCluster by default, or an existing scheduler by address."""
+
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from distributed import Client, LocalCluster
+
+log = logging.getLogger(__name__)
+
+
+class ClusterError(RuntimeError):
+    """The Dask scheduler cannot be reached."""
+
+
+@contextmanager
+def dask_client(address: str | None = None, n_workers: int | None = None, timeout_s: float = 10) -> Iterator[Client]:
+    """A Dask client for the duration of the block.
+
+    Args:
+        address: scheduler address (``tcp://host:8786``) of an existing cluster; None
+            starts a LocalCluster of single-threaded worker processes.
+        n_workers: LocalCluster size (default: one per core); ignored with ``address``.
+        timeout_s: how long to try to reach ``address`` before failing.
+    """
+    if address:
+        try:
+            client = Client(address, timeout=f"{timeout_s}s")
+        except (OSError, TimeoutError) as e:
+            raise ClusterError(f"cannot reach the Dask scheduler at {address} within {timeout_s:g} s: {e}") from e
+        log.info("using Dask scheduler %s (%d workers)", address, len(client.scheduler_info(n_workers=-1)["workers"]))
+        with client:
+            yield client
+        return
+    with (
+        LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        log.info("started a local Dask cluster with %d workers", len(cluster.workers))
+        yield client

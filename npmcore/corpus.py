@@ -1,0 +1,210 @@
+"""Corpus readers: MediaWiki XML dumps, WikiExtractor output, jsonl and one-doc-per-line.
+
+Readers turn raw inputs into :class:`Document` objects. Dumps are streamed with
+``mwxml`` in constant memory and their wikitext is turned into plain text with
+``mwparserfromhell``; the line-based formats are read in delimiter-aligned byte ranges
+so one large file can be split across workers.
+"""
+
+import html
+import importlib.util
+import json
+import re
+import xml.etree.ElementTree
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import fsspec
+import mwparserfromhell
+import mwxml
+from mwparserfromhell.nodes import Tag, Template, Wikilink
+
+Format = Literal["mediawiki", "wikiextractor", "jsonl", "lines"]
+FORMATS: tuple[Format, ...] = ("mediawiki", "wikiextractor", "jsonl", "lines")
+
+# Templates that mark a disambiguation page (plus any template ending in "disambiguation").
+_DISAMBIGUATION_TEMPLATES = {
+    "disambiguation", "disambig", "dab", "disamb", "hndis", "geodis", "numberdis",
+    "surname", "given name", "set index article", "sia",
+}
+_WIKIEXTRACTOR_OPEN = re.compile(r'<doc id="([^"]*)" url="([^"]*)" title="([^"]*)">\n')
+_WIKIEXTRACTOR_CLOSE = "</doc>\n"
+
+
+class CorpusError(ValueError):
+    """An input cannot be read as the corpus format it was given as."""
+
+
+@dataclass(frozen=True)
+class Document:
+    doc_id: str  # unique within its source
+    title: str  # "" when the source has none
+    text: str  # plain text, paragraphs separated by newlines
+    source: str  # the dump or collection it came from
+
+
+@dataclass(frozen=True)
+class WikiPage:
+    """A main-namespace, non-redirect page as it comes out of a dump (wikitext)."""
+
+    page_id: int
+    title: str
+    wikitext: str
+
+
+def source_name(url: str) -> str:
+    """Source id of an input: its file name without compression/format suffixes."""
+    name = url.rstrip("/").rsplit("/", 1)[-1]
+    for suffix in (".bz2", ".gz", ".xz", ".xml", ".jsonl", ".json", ".txt", ".cor"):
+        name = name.removesuffix(suffix)
+    return name
+
+
+def detect_format(url: str) -> Format:
+    """Guess an input's format from its name and, for plain files, its first bytes."""
+    name = url.rsplit("/", 1)[-1].lower()
+    if ".xml" in name:
+        return "mediawiki"
+    if name.endswith((".jsonl", ".jsonl.gz", ".jsonl.bz2")):
+        return "jsonl"
+    with fsspec.open(url, "rb", compression="infer") as f:
+        head = f.read(4096).lstrip()
+    if head.startswith(b"<mediawiki"):
+        return "mediawiki"
+    if head.startswith(b"<doc "):
+        return "wikiextractor"
+    if head.startswith(b"{"):
+        return "jsonl"
+    return "lines"
+
+
+# --- MediaWiki XML dumps ---------------------------------------------------------------
+
+
+def iter_wiki_pages(url: str) -> Iterator[tuple[WikiPage, frozenset[str]]]:
+    """Stream the main-namespace, non-redirect pages of a dump (``.xml``, ``.xml.bz2``, …).
+
+    Yields each page with the dump's namespace prefixes (lower case), which
+    :func:`wikitext_to_text` needs to drop links to files and categories.
+    """
+    try:
+        with fsspec.open(url, "rb", compression="infer") as f:
+            dump = mwxml.Dump.from_file(f)
+            prefixes = frozenset(
+                name.lower()
+                for ns in dump.site_info.namespaces or []
+                if ns.id != 0
+                for name in (ns.name, getattr(ns, "canonical", None))
+                if name
+            ) | {"image", "file", "category"}
+            for page in dump:
+                if page.namespace != 0 or page.redirect:
+                    continue
+                text = "".join(revision.text or "" for revision in page)  # pages-articles: one revision
+                yield WikiPage(page.id, page.title, text), prefixes
+    except (EOFError, OSError) as e:  # bz2/gzip raise these on truncated or corrupt streams
+        raise CorpusError(f"{url}: truncated or corrupt compressed stream ({e})") from e
+    except (xml.etree.ElementTree.ParseError, mwxml.errors.MalformedXML, ValueError, KeyError) as e:
+        raise CorpusError(f"{url}: not a MediaWiki XML dump ({type(e).__name__}: {e})") from e
+
+
+def is_disambiguation(title: str, code: mwparserfromhell.wikicode.Wikicode) -> bool:
+    if title.endswith("(disambiguation)"):
+        return True
+    for template in code.filter_templates(recursive=False):
+        name = str(template.name).strip().lower()
+        if name in _DISAMBIGUATION_TEMPLATES or name.endswith("disambiguation"):
+            return True
+    return False
+
+
+def wikitext_to_text(code: mwparserfromhell.wikicode.Wikicode, namespace_prefixes: frozenset[str]) -> str:
+    """Plain text of parsed wikitext: templates, tables, references, files and categories removed.
+
+    Modifies ``code`` in place.
+    """
+    for node in code.filter(recursive=False, forcetype=(Template, Tag, Wikilink)):
+        if isinstance(node, Template):
+            code.remove(node)
+        elif isinstance(node, Tag) and (node.wiki_markup == "{|" or str(node.tag).lower() in {"ref", "table", "gallery"}):
+            code.remove(node)
+        elif isinstance(node, Wikilink):
+            prefix = str(node.title).split(":", 1)[0].strip().lower() if ":" in str(node.title) else ""
+            if prefix in namespace_prefixes:
+                code.remove(node)
+    text = code.strip_code(normalize=True, collapse=True)
+    paragraphs = (" ".join(line.split()) for line in text.split("\n"))
+    return "\n".join(p for p in paragraphs if p)
+
+
+def wiki_documents(pages: Iterable[WikiPage], prefixes: frozenset[str], source: str) -> Iterator[Document]:
+    """Plain-text documents of dump pages; disambiguation pages are skipped."""
+    for page in pages:
+        code = mwparserfromhell.parse(page.wikitext)
+        if not is_disambiguation(page.title, code):
+            yield Document(str(page.page_id), page.title, wikitext_to_text(code, prefixes), source)
+
+
+# --- line-based formats (read in delimiter-aligned byte ranges) --------------------------
+
+
+def read_wikiextractor(chunk: str, source: str) -> Iterator[Document]:
+    """Documents of WikiExtractor output: ``<doc id url title>`` title line, text, ``</doc>``."""
+    pos = 0
+    while (m := _WIKIEXTRACTOR_OPEN.search(chunk, pos)) is not None:
+        end = chunk.find(_WIKIEXTRACTOR_CLOSE, m.end())
+        if end < 0:
+            raise CorpusError(f"{source}: <doc id=\"{m.group(1)}\"> has no closing </doc>")
+        doc_id, title = html.unescape(m.group(1)), html.unescape(m.group(3))
+        body = chunk[m.end():end]
+        first, _, rest = body.partition("\n")
+        if first.strip() == title.strip():  # WikiExtractor repeats the title as the first line
+            body = rest
+        yield Document(doc_id, title, body.strip(), source)
+        pos = end + len(_WIKIEXTRACTOR_CLOSE)
+    if chunk[pos:].strip():
+        raise CorpusError(f"{source}: text outside <doc> … </doc> near {chunk[pos:pos + 60]!r}")
+
+
+def read_jsonl(chunk: str, source: str, offset: int) -> Iterator[Document]:
+    """Documents of jsonl lines ``{"id", "title"?, "text"}``."""
+    pos = offset
+    for line in chunk.splitlines(keepends=True):
+        if line.strip():
+            try:
+                row = json.loads(line)
+                doc = Document(str(row["id"]), str(row.get("title") or ""), str(row["text"]), source)
+            except (json.JSONDecodeError, KeyError, TypeError) as e:
+                raise CorpusError(
+                    f'{source}: line at byte {pos} is not a {{"id", "title", "text"}} object ({e!r})'
+                ) from e
+            yield doc
+        pos += len(line.encode())
+
+
+def read_lines(chunk: str, source: str, offset: int) -> Iterator[Document]:
+    """One document per line; the id is the line's byte offset in its file (stable under splitting)."""
+    pos = offset
+    for line in chunk.splitlines(keepends=True):
+        if line.strip():
+            yield Document(f"{pos}", "", line.strip(), source)
+        pos += len(line.encode())
+
+
+# --- the embedded default corpus ---------------------------------------------------------
+
+_GENSIM_DATA = ("test", "test_data")
+DEFAULT_DUMP = "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened.bz2"
+DEFAULT_NEWS = "lee_background.cor"
+
+
+def default_corpus() -> list[str]:
+    """The embedded default: a real English Wikipedia dump sample (106 pages) and 300 news
+    articles, both shipped inside the ``gensim`` wheel (found without importing gensim)."""
+    spec = importlib.util.find_spec("gensim")
+    if spec is None or not spec.submodule_search_locations:
+        raise CorpusError("the default corpus ships with the 'gensim' package, which is not installed")
+    data = Path(spec.submodule_search_locations[0], *_GENSIM_DATA)
+    return [str(data / DEFAULT_DUMP), str(data / DEFAULT_NEWS)]

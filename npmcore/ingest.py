@@ -1,0 +1,265 @@
+"""Ingestion: raw corpora to a corpus snapshot of Parquet block shards, in parallel on Dask.
+
+Inputs are cut into partitions: delimiter-aligned byte ranges of uncompressed
+line-based files, whole compressed files, and batches of pages streamed from a
+MediaWiki dump (the driver decompresses and splits the XML in constant memory; the
+workers do the expensive part: wikitext parsing, sentence splitting, tokenization).
+Each partition becomes one shard ``blocks/part-NNNNN.parquet`` written by the worker
+straight into the snapshot's staging area; the driver keeps only per-shard checksums.
+"""
+
+import io
+import logging
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+import functools
+from itertools import islice
+from typing import Literal
+
+import fsspec
+import pyarrow as pa
+import pyarrow.parquet as pq
+from distributed import Client, as_completed
+from fsspec.utils import infer_compression, seek_delimiter
+
+from npmcore.blocks import split_document
+from npmcore.corpus import (
+    Document, Format, CorpusError, WikiPage, detect_format, iter_wiki_pages, read_jsonl,
+    read_lines, read_wikiextractor, source_name, wiki_documents,
+)
+from npmcore.encoder import load_tokenizer, tokenizer_fingerprint
+from npmcore.storage import (
+    FileEntry, Manifest, SnapshotError, SnapshotWriter, join, open_snapshot, sha256_bytes, sha256_file,
+    snapshot_id, snapshot_url,
+)
+
+log = logging.getLogger(__name__)
+
+KIND = "corpus"
+BLOCK_SCHEMA = pa.schema([
+    ("block_id", pa.string()),
+    ("doc_id", pa.string()),
+    ("block_index", pa.int32()),
+    ("title", pa.string()),
+    ("source", pa.string()),
+    ("text", pa.string()),
+    ("token_ids", pa.list_(pa.int32())),
+    ("content_hash", pa.string()),
+])
+_DELIMITERS = {"wikiextractor": b"</doc>\n", "jsonl": b"\n", "lines": b"\n"}
+
+
+@dataclass(frozen=True)
+class IngestConfig:
+    format: Format | Literal["auto"] = "auto"  # input format; "auto" detects it per input
+    encoder: str | None = None  # tokenizer name or path; None = the default encoder
+    max_tokens: int = 256  # block length limit in encoder tokens, special tokens included
+    partition_bytes: int = 8 << 20  # byte range per partition of an uncompressed line-based file
+    pages_per_partition: int = 200  # dump pages per partition
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One unit of work: a byte range of a file, or a batch of dump pages."""
+
+    index: int
+    source: str
+    format: Format
+    url: str
+    offset: int = 0
+    length: int | None = None  # None: to the end of the file
+    pages: tuple[WikiPage, ...] = ()  # mediawiki only
+    prefixes: frozenset[str] = field(default_factory=frozenset)  # mediawiki only
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    index: int
+    path: str  # relative to the snapshot
+    entry: FileEntry
+    docs: int
+    empty_docs: int  # documents with no text, skipped
+    blocks: int
+    tokens: int
+
+
+def expand_inputs(inputs: Iterable[str]) -> list[str]:
+    """Files named by ``inputs`` (paths, URLs, folders or globs), each checked to exist and be non-empty."""
+    files = []
+    for url in inputs:
+        fs, path = fsspec.core.url_to_fs(url)
+        matches = [p for p in fs.expand_path(path, recursive=True) if fs.isfile(p)] if fs.exists(path) or "*" in path else []
+        if not matches:
+            raise CorpusError(f"{url}: no such file or folder")
+        for p in sorted(matches):
+            if p.rsplit("/", 1)[-1].startswith("."):
+                continue
+            full = fs.unstrip_protocol(p) if "://" in url else p
+            if fs.size(p) == 0:
+                raise CorpusError(f"{full}: empty file")
+            files.append(full)
+    return files
+
+
+def plan_partitions(files: list[str], formats: list[Format], config: IngestConfig) -> Iterator[Partition]:
+    """Partitions of all inputs, numbered in input order (lazy: dumps are streamed)."""
+    index = 0
+    for url, fmt in zip(files, formats, strict=True):
+        source = source_name(url)
+        if fmt == "mediawiki":
+            pages = iter_wiki_pages(url)
+            while batch := list(islice(pages, config.pages_per_partition)):
+                yield Partition(index, source, fmt, url, pages=tuple(p for p, _ in batch), prefixes=batch[0][1])
+                index += 1
+            continue
+        if infer_compression(url):  # compressed streams cannot be split: one partition per file
+            yield Partition(index, source, fmt, url)
+            index += 1
+            continue
+        fs, path = fsspec.core.url_to_fs(url)
+        for offset in range(0, fs.size(path), config.partition_bytes):
+            yield Partition(index, source, fmt, url, offset, config.partition_bytes)
+            index += 1
+
+
+def _read_range(part: Partition) -> tuple[str, int]:
+    """Text of a partition's delimiter-aligned byte range and the byte offset it starts at."""
+    delimiter = _DELIMITERS[part.format]
+    with fsspec.open(part.url, "rb", compression="infer") as f:
+        if part.length is None:
+            data, start = f.read(), 0
+        else:
+            f.seek(part.offset)
+            if part.offset > 0:
+                seek_delimiter(f, delimiter, 1 << 16)
+            start = f.tell()
+            f.seek(part.offset + part.length)
+            seek_delimiter(f, delimiter, 1 << 16)
+            end = f.tell()
+            f.seek(start)
+            data = f.read(end - start)
+    try:
+        return data.decode("utf-8"), start
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{part.url}: not UTF-8 text near byte {start + e.start}") from e
+
+
+def documents(part: Partition) -> Iterator[Document]:
+    if part.format == "mediawiki":
+        return wiki_documents(part.pages, part.prefixes, part.source)
+    text, start = _read_range(part)
+    if part.format == "wikiextractor":
+        return read_wikiextractor(text, part.source)
+    if part.format == "jsonl":
+        return read_jsonl(text, part.source, start)
+    return read_lines(text, part.source, start)
+
+
+def write_shard(part: Partition, staging: str, encoder: str | None, max_tokens: int) -> ShardResult:
+    """Read, clean, split and tokenize one partition; write its Parquet shard (runs on a worker)."""
+    tokenizer = load_tokenizer(encoder)
+    rows = {name: [] for name in BLOCK_SCHEMA.names}
+    docs = empty = tokens = 0
+    for doc in documents(part):
+        docs += 1
+        if not doc.text.strip():
+            empty += 1
+            continue
+        for block in split_document(doc, tokenizer, max_tokens):
+            for name in BLOCK_SCHEMA.names:
+                rows[name].append(getattr(block, name))
+            tokens += len(block.token_ids)
+    buf = io.BytesIO()
+    pq.write_table(pa.table(rows, schema=BLOCK_SCHEMA), buf, compression="zstd")
+    data = buf.getvalue()
+    path = f"blocks/part-{part.index:05d}.parquet"
+    with fsspec.open(join(staging, path), "wb") as f:
+        f.write(data)
+    return ShardResult(part.index, path, FileEntry(sha256_bytes(data), len(data)), docs, empty, len(rows["block_id"]), tokens)
+
+
+def _map(fn: Callable[[Partition], ShardResult], parts: Iterator[Partition], client: Client | None) -> Iterator[ShardResult]:
+    """Run ``fn`` over partitions: in this process, or on Dask with a bounded number in flight."""
+    if client is None:
+        yield from map(fn, parts)
+        return
+    max_in_flight = 2 * max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+    pending = as_completed()
+    try:
+        for part in parts:
+            pending.add(client.submit(fn, part, pure=False))
+            while pending.count() >= max_in_flight:
+                yield next(pending).result()
+        for future in pending:
+            yield future.result()
+    finally:  # on an error, stop what is still queued before the staging area is removed
+        client.cancel(list(pending.futures))
+
+
+def ingest(
+    inputs: list[str],
+    store: str,
+    config: IngestConfig = IngestConfig(),
+    client: Client | None = None,
+    on_shard: Callable[[ShardResult], None] | None = None,
+) -> str:
+    """Ingest ``inputs`` into a corpus snapshot under ``store``; returns its URL.
+
+    With ``client`` the partitions run on that Dask cluster, without it in this process;
+    both give identical snapshots. An existing, verified snapshot of the same inputs and
+    config is returned as is. ``on_shard`` is called with each finished shard's result.
+    """
+    if config.max_tokens < 32:
+        raise ValueError(f"max_tokens must be >= 32, got {config.max_tokens}")
+    files = expand_inputs(inputs)
+    formats = [detect_format(u) if config.format == "auto" else config.format for u in files]
+    tokenizer = load_tokenizer(config.encoder)
+    input_entries = [
+        {"url": u, "source": source_name(u), "format": f, **asdict(sha256_file(u))} for u, f in zip(files, formats, strict=True)
+    ]
+    id_config = {
+        "max_tokens": config.max_tokens,
+        "tokenizer": tokenizer_fingerprint(tokenizer),
+        "partition_bytes": config.partition_bytes,
+        "pages_per_partition": config.pages_per_partition,
+    }
+    snap_id = snapshot_id(KIND, [{k: e[k] for k in ("source", "format", "sha256")} for e in input_entries], id_config)
+    existing = snapshot_url(store, KIND, snap_id)
+    try:
+        open_snapshot(existing)
+        log.info("corpus snapshot %s already exists; nothing to do", existing)
+        return existing
+    except SnapshotError:  # absent, incomplete or broken: build it (again)
+        pass
+
+    with SnapshotWriter(store, KIND, snap_id) as writer:
+        fn = functools.partial(write_shard, staging=writer.url("").rstrip("/"), encoder=config.encoder, max_tokens=config.max_tokens)
+        results = []
+        for result in _map(fn, plan_partitions(files, formats, config), client):
+            results.append(result)
+            if on_shard is not None:
+                on_shard(result)
+        results.sort(key=lambda r: r.index)
+        counts = {k: sum(getattr(r, k) for r in results) for k in ("docs", "empty_docs", "blocks", "tokens")}
+        if counts["blocks"] == 0:
+            raise CorpusError(f"no document with text in {', '.join(files)} ({counts['docs']} documents read)")
+        if counts["empty_docs"]:
+            log.warning("skipped %d documents with no text", counts["empty_docs"])
+        for r in results:
+            writer.add(r.path, r.entry)
+        manifest = Manifest(
+            kind=KIND, id=snap_id, inputs=input_entries,
+            config={**id_config, "encoder": config.encoder or "default"},
+            counts={**counts, "shards": len(results)}, files=dict(writer.files),
+        )
+        return writer.commit(manifest)
+
+
+def read_blocks(url: str, columns: list[str] | None = None) -> Iterator[pa.Table]:
+    """The block tables of a verified corpus snapshot, one per shard, in order."""
+    manifest = open_snapshot(url)
+    if manifest.kind != KIND:
+        raise ValueError(f"{url} is a {manifest.kind!r} snapshot, not a corpus snapshot")
+    for path in sorted(manifest.files):
+        with fsspec.open(join(url, path), "rb") as f:
+            yield pq.read_table(f, columns=columns)

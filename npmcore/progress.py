@@ -1,0 +1,23 @@
+"""A terminal progress display for ingestion (rich), fed one shard result at a time."""
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+
+@contextmanager
+def shard_progress(description: str) -> Iterator[Callable[[object], None]]:
+    """Yields a callback taking a result with ``docs``, ``blocks`` and ``tokens`` counts."""
+    totals = {"shards": 0, "docs": 0, "blocks": 0, "tokens": 0}
+    columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[totals]}"), TimeElapsedColumn())
+    with Progress(*columns, transient=False) as progress:
+        task_id = progress.add_task(description, totals="")
+
+        def update(result: object) -> None:
+            totals["shards"] += 1
+            for key in ("docs", "blocks", "tokens"):
+                totals[key] += getattr(result, key)
+            progress.update(task_id, totals=" ".join(f"{k} {v:,}" for k, v in totals.items()))
+
+        yield update

@@ -1,0 +1,27 @@
+"""Process environment for running the pipeline offline and without telemetry.
+
+Call :func:`configure_environment` at every entry point (CLI, flows, tests) before
+Prefect, MLflow or transformers are imported. Values already set by the user win.
+"""
+
+import os
+
+DEFAULTS: dict[str, str] = {
+    # Prefect's temporary local server needs more than the default 20 s on a loaded 2-core box.
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "true",
+    "MLFLOW_DISABLE_TELEMETRY": "true",
+    # Nothing may download weights at run time: encoders are local paths or cached names.
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_HUB_DISABLE_TELEMETRY": "1",
+    # Parallelism comes from Dask workers; Rust tokenizer threads would oversubscribe cores.
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+
+def configure_environment() -> None:
+    """Set the project's offline/telemetry defaults unless the user already set them."""
+    for key, value in DEFAULTS.items():
+        os.environ.setdefault(key, value)

@@ -1,0 +1,202 @@
+"""Snapshots: immutable, content-addressed folders of files under a store root.
+
+Every location is an fsspec URL (a plain path, ``file://…`` or ``s3://…``). A snapshot
+lives at ``{store}/{kind}/{id}/`` and is complete only when its ``manifest.json`` is
+there: the manifest is written last and lists the sha256 of every other file.
+
+* On a local filesystem files are written under a hidden temporary folder that is
+  renamed into place once the manifest is in it, so a reader never sees a partial one.
+* On object stores (no atomic rename) files go straight to the final prefix and the
+  manifest is the commit marker: without it the prefix is not a snapshot.
+
+The id is derived from what the snapshot is made of (kind, input hashes, config,
+package version), so the same inputs map to the same snapshot and re-running is free.
+"""
+
+import hashlib
+import json
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+from npmcore import __version__
+
+log = logging.getLogger(__name__)
+
+MANIFEST = "manifest.json"
+_CHUNK = 1 << 20
+
+
+class SnapshotError(RuntimeError):
+    """A snapshot is missing, incomplete or fails its checksums."""
+
+
+@dataclass(frozen=True)
+class FileEntry:
+    sha256: str  # hex digest of the file's bytes
+    bytes: int
+
+
+@dataclass(frozen=True)
+class Manifest:
+    kind: str  # what the snapshot holds, e.g. "corpus"
+    id: str  # content address: digest of kind, inputs, config and package version
+    inputs: list[dict[str, Any]]  # each {"url", "sha256", "bytes"} (or another snapshot's id)
+    config: dict[str, Any]  # everything that changes the output
+    counts: dict[str, int]  # row counts and the like, e.g. {"docs": …, "blocks": …}
+    files: dict[str, FileEntry]  # relative path -> checksum; every file but the manifest
+    package_version: str = __version__
+    created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), indent=2, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Manifest":
+        data = json.loads(text)
+        data["files"] = {k: FileEntry(**v) for k, v in data["files"].items()}
+        return cls(**data)
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def sha256_file(url: str) -> FileEntry:
+    """Stream a file (any fsspec URL) through sha256."""
+    digest, size = hashlib.sha256(), 0
+    with fsspec.open(url, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            digest.update(chunk)
+            size += len(chunk)
+    return FileEntry(digest.hexdigest(), size)
+
+
+def snapshot_id(kind: str, inputs: Iterable[dict[str, Any]], config: dict[str, Any]) -> str:
+    """Content address of a snapshot: 16 hex digits of sha256 over what determines it."""
+    payload = json.dumps(
+        {"kind": kind, "inputs": list(inputs), "config": config, "version": __version__},
+        sort_keys=True,
+    )
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def join(base: str, *parts: str) -> str:
+    return "/".join([base.rstrip("/"), *parts])
+
+
+def snapshot_url(store: str, kind: str, snap_id: str) -> str:
+    return join(store, kind, snap_id)
+
+
+class SnapshotWriter:
+    """Writes one snapshot atomically; use as a context manager.
+
+    Files are written with :meth:`url` (the writer or Dask workers write them) and
+    registered with :meth:`add`; :meth:`commit` writes the manifest and publishes the
+    folder. Leaving the ``with`` block without a commit removes what was written.
+    """
+
+    def __init__(self, store: str, kind: str, snap_id: str):
+        self.final = snapshot_url(store, kind, snap_id)
+        self.fs, _ = fsspec.core.url_to_fs(self.final)
+        self.atomic_rename = isinstance(self.fs, LocalFileSystem)
+        self.staging = (
+            join(store, kind, f".tmp-{snap_id}-{uuid.uuid4().hex[:8]}")
+            if self.atomic_rename
+            else self.final
+        )
+        self.files: dict[str, FileEntry] = {}
+        self.committed = False
+
+    def __enter__(self) -> "SnapshotWriter":
+        self.fs.makedirs(self.staging, exist_ok=True)
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if not self.committed and self.fs.exists(self.staging):
+            self.fs.rm(self.staging, recursive=True)
+
+    def url(self, relpath: str) -> str:
+        """Where to write ``relpath`` before the commit."""
+        return join(self.staging, relpath)
+
+    def add(self, relpath: str, entry: FileEntry) -> None:
+        self.files[relpath] = entry
+
+    def write_bytes(self, relpath: str, data: bytes) -> None:
+        with fsspec.open(self.url(relpath), "wb") as f:
+            f.write(data)
+        self.add(relpath, FileEntry(sha256_bytes(data), len(data)))
+
+    def commit(self, manifest: Manifest) -> str:
+        """Write the manifest last and publish; returns the snapshot URL."""
+        missing = set(self.files) ^ set(manifest.files)
+        if missing:
+            raise SnapshotError(f"manifest and written files disagree on {sorted(missing)}")
+        with fsspec.open(self.url(MANIFEST), "w") as f:
+            f.write(manifest.to_json())
+        if self.atomic_rename:
+            if self.fs.exists(self.final):  # the same content was published meanwhile
+                self.fs.rm(self.staging, recursive=True)
+            else:
+                self.fs.mv(self.staging, self.final, recursive=True)
+        self.committed = True
+        log.info("committed snapshot %s", self.final)
+        return self.final
+
+
+def read_manifest(url: str) -> Manifest:
+    """The manifest of the snapshot at ``url``; refuses a folder without one."""
+    path = join(url, MANIFEST)
+    try:
+        with fsspec.open(path, "r") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise SnapshotError(
+            f"{url} is not a complete snapshot: {MANIFEST} is missing "
+            "(it is written last, so the write that made this folder did not finish)"
+        ) from None
+    try:
+        return Manifest.from_json(text)
+    except (ValueError, TypeError, KeyError) as e:
+        raise SnapshotError(f"{path} is not a valid manifest: {e}") from e
+
+
+def open_snapshot(url: str, verify: bool = True) -> Manifest:
+    """Read a snapshot's manifest and, with ``verify``, check every file's sha256."""
+    manifest = read_manifest(url)
+    if verify:
+        for relpath, expected in sorted(manifest.files.items()):
+            try:
+                actual = sha256_file(join(url, relpath))
+            except FileNotFoundError:
+                raise SnapshotError(f"snapshot {url}: file {relpath} is missing") from None
+            if actual != expected:
+                raise SnapshotError(
+                    f"snapshot {url}: checksum mismatch in {relpath} "
+                    f"(manifest sha256 {expected.sha256[:12]}…, {expected.bytes} bytes; "
+                    f"found {actual.sha256[:12]}…, {actual.bytes} bytes)"
+                )
+    return manifest
+
+
+def list_snapshots(store: str, kind: str) -> list[tuple[str, Manifest]]:
+    """Complete snapshots of ``kind`` under ``store`` (URL, manifest), oldest first."""
+    fs, root = fsspec.core.url_to_fs(join(store, kind))
+    if not fs.exists(root):
+        return []
+    found = []
+    for path in fs.ls(root, detail=False):
+        name = path.rstrip("/").rsplit("/", 1)[-1]
+        if name.startswith(".") or not fs.exists(join(path, MANIFEST)):
+            continue
+        url = snapshot_url(store, kind, name)
+        found.append((url, read_manifest(url)))
+    return sorted(found, key=lambda item: item[1].created)
