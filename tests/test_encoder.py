@@ -1,0 +1,243 @@
+"""Encoder loading, offline: the default MiniLM and a tiny local RoBERTa, no mocks.
+
+The RoBERTa encoder is built here from scratch (byte-level BPE trained on the embedded
+news corpus, randomly initialised weights), so nothing is ever downloaded.
+"""
+
+from npmcore.runtime import configure_environment
+
+configure_environment()
+
+import json
+
+import pytest
+import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    PreTrainedTokenizerFast,
+    RobertaConfig,
+    RobertaModel,
+    RobertaTokenizerFast,
+)
+
+from npmcore.blocks import encoder_input, split_document
+from npmcore.corpus import Document, default_corpus
+from npmcore.encoder import (
+    EncoderError,
+    default_encoder_path,
+    load_encoder,
+    load_tokenizer,
+    tokenizer_fingerprint,
+)
+
+SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+SENTENCE = "The bushfire near Hill Top forced hundreds of people from their homes."
+
+
+def _squash(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.fixture(scope="module")
+def news_lines() -> list[str]:
+    with open(default_corpus()[1], encoding="utf-8") as f:
+        lines = [line.strip() for line in f]
+    lines = [line for line in lines if line][:300]
+    assert len(lines) >= 100
+    return lines
+
+
+@pytest.fixture(scope="module")
+def bpe_tokenizer(news_lines) -> Tokenizer:
+    """A byte-level BPE (RoBERTa style) trained on real news text."""
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=1000,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(news_lines, trainer)
+    return tok
+
+
+@pytest.fixture(scope="module")
+def roberta_dir(tmp_path_factory, bpe_tokenizer) -> str:
+    """A local directory holding a tiny RoBERTa tokenizer + randomly initialised model."""
+    path = tmp_path_factory.mktemp("tiny-roberta")
+    spec = json.loads(bpe_tokenizer.to_str())
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in spec["model"]["merges"]]
+    # RobertaTokenizerFast installs a RobertaProcessing post-processor: <s> ... </s>.
+    tokenizer = RobertaTokenizerFast(vocab=bpe_tokenizer.get_vocab(), merges=merges, model_max_length=512)
+    assert tokenizer.mask_token == "<mask>"
+    tokenizer.save_pretrained(path)
+    torch.manual_seed(0)
+    config = RobertaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=514,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    RobertaModel(config).save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def no_mask_dir(tmp_path_factory, bpe_tokenizer) -> str:
+    """The same BPE tokenizer saved without any mask token."""
+    path = tmp_path_factory.mktemp("no-mask")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe_tokenizer, bos_token="<s>", eos_token="</s>", unk_token="<unk>", pad_token="<pad>"
+    )
+    assert tokenizer.mask_token is None
+    tokenizer.save_pretrained(path)
+    return str(path)
+
+
+def _hidden_width(tokenizer, model, text: str) -> tuple[int, ...]:
+    with torch.inference_mode():
+        out = model(**tokenizer(text, return_tensors="pt"))
+    return tuple(out.last_hidden_state.shape)
+
+
+# --- 1. the default encoder -------------------------------------------------------------
+
+
+def test_default_encoder_path_is_a_local_model_dir():
+    path = default_encoder_path()
+    assert path.is_dir()
+    assert (path / "config.json").is_file()
+
+
+def test_default_encoder_loads_offline():
+    tokenizer, model = load_encoder()
+    assert tokenizer.is_fast
+    assert tokenizer.mask_token == "[MASK]"
+    assert not model.training  # eval mode
+    n_tokens = len(tokenizer(SENTENCE)["input_ids"])
+    assert _hidden_width(tokenizer, model, SENTENCE) == (1, n_tokens, 384)
+
+
+def test_load_tokenizer_is_cached():
+    assert load_tokenizer() is load_tokenizer()
+    assert load_tokenizer(None) is load_tokenizer(None)
+    assert load_encoder()[0] is load_encoder()[0]
+
+
+def test_load_tokenizer_cache_is_keyed_by_source():
+    assert load_tokenizer() is load_tokenizer(None)
+    assert load_tokenizer(None) is load_tokenizer(str(default_encoder_path()))
+
+
+# --- 2. a RoBERTa-style encoder given as a local path -----------------------------------
+
+
+def test_roberta_encoder_from_local_path(roberta_dir):
+    tokenizer, model = load_encoder(roberta_dir)
+    assert tokenizer.is_fast
+    assert tokenizer.mask_token == "<mask>"
+    assert tokenizer.mask_token_id == SPECIAL_TOKENS.index("<mask>")
+    ids = tokenizer(SENTENCE)["input_ids"]
+    assert ids[0] == tokenizer.convert_tokens_to_ids("<s>")
+    assert ids[-1] == tokenizer.convert_tokens_to_ids("</s>")
+    assert tokenizer.unk_token_id not in ids  # byte-level: no unknowns
+    assert _hidden_width(tokenizer, model, SENTENCE) == (1, len(ids), 32)
+    assert load_tokenizer(roberta_dir) is tokenizer
+
+
+def _check_blocks(doc: Document, tokenizer, max_tokens: int):
+    blocks = split_document(doc, tokenizer, max_tokens)
+    bos = tokenizer.convert_tokens_to_ids("<s>")
+    eos = tokenizer.convert_tokens_to_ids("</s>")
+    assert len(blocks) > 1
+    for i, block in enumerate(blocks):
+        assert block.block_index == i
+        assert block.block_id == f"{doc.doc_id}#{i}"
+        assert block.text and block.text == block.text.strip()
+        assert block.text in doc.text  # a contiguous slice
+        assert len(block.token_ids) <= max_tokens
+        assert block.token_ids[0] == bos
+        assert block.token_ids[-1] == eos
+        assert block.token_ids == tokenizer(encoder_input(doc.title, block.text))["input_ids"]
+    assert _squash(" ".join(b.text for b in blocks)) == _squash(doc.text)
+    return blocks
+
+
+def test_split_document_with_roberta_tokenizer(roberta_dir, news_lines):
+    tokenizer = load_tokenizer(roberta_dir)
+    doc = Document("news-0", "Bushfire news", "\n".join(news_lines[:6]), "lee_background")
+    assert len(tokenizer(doc.text)["input_ids"]) > 10 * 64
+    blocks = _check_blocks(doc, tokenizer, 64)
+    # Sentences are kept whole where they fit: most blocks end at a sentence end.
+    assert sum(b.text[-1] in ".?!\"'" for b in blocks) >= len(blocks) // 2
+
+
+def test_split_document_with_roberta_tokenizer_cuts_long_sentences(roberta_dir, news_lines):
+    tokenizer = load_tokenizer(roberta_dir)
+    # One huge "sentence": no sentence boundaries, so blocks must be cut inside it.
+    text = " ".join(news_lines[:3]).replace(".", ",").replace("?", ",").replace("!", ",")
+    doc = Document("news-long", "", text, "lee_background")
+    _check_blocks(doc, tokenizer, 64)
+
+
+def test_split_document_after_a_truncating_call(roberta_dir, news_lines):
+    """A truncating call leaves truncation on the shared (cached) backend tokenizer;
+    split_document must still see the whole text."""
+    tokenizer = load_tokenizer(roberta_dir)
+    try:
+        tokenizer(news_lines[0], truncation=True, max_length=8)
+        doc = Document("news-1", "Bushfire news", "\n".join(news_lines[:4]), "lee_background")
+        _check_blocks(doc, tokenizer, 64)
+    finally:
+        tokenizer.backend_tokenizer.no_truncation()
+
+
+# --- 3. errors name the problem ---------------------------------------------------------
+
+
+def test_missing_path_names_the_path(tmp_path):
+    missing = str(tmp_path / "no-such-encoder")
+    with pytest.raises(EncoderError) as info:
+        load_tokenizer(missing)
+    assert missing in str(info.value)
+    with pytest.raises(EncoderError) as info:
+        load_encoder(missing)
+    assert missing in str(info.value)
+
+
+def test_tokenizer_without_mask_token_is_rejected(no_mask_dir):
+    with pytest.raises(EncoderError, match="mask"):
+        load_tokenizer(no_mask_dir)
+
+
+# --- 4. tokenizer fingerprints ----------------------------------------------------------
+
+
+def test_fingerprints_differ_between_tokenizers(roberta_dir):
+    default_fp = tokenizer_fingerprint(load_tokenizer())
+    roberta_fp = tokenizer_fingerprint(load_tokenizer(roberta_dir))
+    assert default_fp != roberta_fp
+    assert len(default_fp) == len(roberta_fp) == 16
+
+
+@pytest.mark.parametrize("which", ["default", "roberta"])
+def test_fingerprint_ignores_truncation(which, roberta_dir):
+    tokenizer = load_tokenizer(None if which == "default" else roberta_dir)
+    before = tokenizer_fingerprint(tokenizer)
+    try:
+        tokenizer(SENTENCE, truncation=True, max_length=8)
+        assert tokenizer.backend_tokenizer.truncation is not None  # the call did change state
+        assert tokenizer_fingerprint(tokenizer) == before
+        tokenizer([SENTENCE, "Short."], padding=True)
+        assert tokenizer_fingerprint(tokenizer) == before
+    finally:
+        tokenizer.backend_tokenizer.no_truncation()
+        tokenizer.backend_tokenizer.no_padding()
+    assert tokenizer_fingerprint(tokenizer) == before

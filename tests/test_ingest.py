@@ -1,0 +1,103 @@
+"""Ingestion end to end: serial vs Dask, idempotence, empty documents, crash safety."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from npmcore.cluster import ClusterError, dask_client
+from npmcore.corpus import CorpusError
+from npmcore.ingest import IngestConfig, ingest, read_blocks
+from npmcore.storage import SnapshotError, list_snapshots, open_snapshot
+
+CONFIG = IngestConfig(pages_per_partition=25)
+
+
+@pytest.fixture(scope="module")
+def serial_snapshot(tmp_path_factory, default_inputs) -> str:
+    return ingest(default_inputs, str(tmp_path_factory.mktemp("serial")), CONFIG)
+
+
+def test_dask_and_single_process_give_identical_snapshots(tmp_path, serial_snapshot, default_inputs):
+    with dask_client(n_workers=2) as client:
+        parallel = ingest(default_inputs, str(tmp_path), CONFIG, client)
+    a, b = open_snapshot(serial_snapshot), open_snapshot(parallel)
+    assert a.id == b.id and a.files == b.files and a.counts == b.counts
+    assert a.counts["shards"] >= 5  # several partitions really ran on the two workers
+    assert [t.to_pylist() for t in read_blocks(serial_snapshot)] == [t.to_pylist() for t in read_blocks(parallel)]
+
+
+def test_snapshot_content(serial_snapshot, default_inputs):
+    manifest = open_snapshot(serial_snapshot)
+    assert [i["format"] for i in manifest.inputs] == ["mediawiki", "lines"]
+    rows = [row for table in read_blocks(serial_snapshot) for row in table.to_pylist()]
+    assert len(rows) == manifest.counts["blocks"]
+    assert sum(len(r["token_ids"]) for r in rows) == manifest.counts["tokens"]
+    assert max(len(r["token_ids"]) for r in rows) <= 256
+    assert len({r["block_id"] for r in rows}) == len(rows)
+    assert {r["source"] for r in rows} == {"enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened", "lee_background"}
+    assert sum(1 for r in rows if r["source"] == "lee_background" and r["block_index"] == 0) == 300
+
+
+def test_rerun_with_same_inputs_reuses_the_snapshot(serial_snapshot, default_inputs):
+    store = serial_snapshot.rsplit("/corpus/", 1)[0]
+    before = Path(serial_snapshot, "manifest.json").stat().st_mtime_ns
+    start = time.perf_counter()
+    assert ingest(default_inputs, store, CONFIG) == serial_snapshot
+    assert time.perf_counter() - start < 10
+    assert Path(serial_snapshot, "manifest.json").stat().st_mtime_ns == before
+
+
+def test_empty_documents_are_counted_and_an_all_empty_corpus_is_refused(tmp_path):
+    docs = [{"id": "a", "title": "A", "text": "Some text. More text."}, {"id": "b", "title": "B", "text": "  "}]
+    good = tmp_path / "docs.jsonl"
+    good.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    manifest = open_snapshot(ingest([str(good)], str(tmp_path / "store")))
+    assert (manifest.counts["docs"], manifest.counts["empty_docs"], manifest.counts["blocks"]) == (2, 1, 1)
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text(json.dumps(docs[1]) + "\n")
+    with pytest.raises(CorpusError, match="no document with text"):
+        ingest([str(empty)], str(tmp_path / "store2"))
+    assert list_snapshots(str(tmp_path / "store2"), "corpus") == []
+
+
+def test_wrong_format_fails_with_the_file_name(tmp_path, news_path):
+    with pytest.raises(CorpusError, match="lee_background.cor: not a MediaWiki XML dump"):
+        ingest([news_path], str(tmp_path), IngestConfig(format="mediawiki"))
+    assert list_snapshots(str(tmp_path), "corpus") == []
+
+
+def test_unreachable_scheduler_fails_fast():
+    start = time.perf_counter()
+    with pytest.raises(ClusterError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"), dask_client("tcp://127.0.0.1:9", timeout_s=2):
+        pass
+    assert time.perf_counter() - start < 15
+
+
+def test_killed_run_leaves_no_valid_snapshot(tmp_path, default_inputs):
+    store = tmp_path / "store"
+    script = (
+        "import sys; from npmcore.runtime import configure_environment; configure_environment()\n"
+        "from npmcore.ingest import IngestConfig, ingest\n"
+        f"ingest({default_inputs!r}, {str(store)!r}, IngestConfig(pages_per_partition=5))\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.time() + 120
+        while not list(store.glob("corpus/.tmp-*/blocks/part-00002.parquet")):
+            assert proc.poll() is None and time.time() < deadline, "ingestion ended before it could be killed"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    assert list_snapshots(str(store), "corpus") == []
+    staging = next(store.glob("corpus/.tmp-*"))
+    with pytest.raises(SnapshotError, match="manifest.json is missing"):
+        open_snapshot(str(staging))
+    # A new run completes and yields a verified snapshot.
+    url = ingest(default_inputs, str(store), IngestConfig(pages_per_partition=5))
+    assert open_snapshot(url).counts["docs"] == 398
