@@ -29,8 +29,8 @@ from npmcore.corpus import (
 )
 from npmcore.encoder import load_tokenizer, tokenizer_fingerprint
 from npmcore.storage import (
-    FileEntry, Manifest, SnapshotError, SnapshotWriter, join, open_snapshot, sha256_bytes, sha256_file,
-    snapshot_id, snapshot_url,
+    FileEntry, Manifest, SnapshotError, SnapshotWriter, join, open_snapshot, read_manifest, sha256_bytes,
+    sha256_file, snapshot_id, snapshot_url,
 )
 
 log = logging.getLogger(__name__)
@@ -256,11 +256,20 @@ def ingest(
         return writer.commit(manifest)
 
 
+def read_shard(url: str, path: str, entry: FileEntry, columns: list[str] | None = None) -> pa.Table:
+    """One block shard of the corpus snapshot at ``url``, checked against its manifest entry
+    (read once: hashed in memory, then parsed)."""
+    with fsspec.open(join(url, path), "rb") as f:
+        data = f.read()
+    if sha256_bytes(data) != entry.sha256:
+        raise SnapshotError(f"snapshot {url}: checksum mismatch in {path} (manifest sha256 {entry.sha256[:12]}…)")
+    return pq.read_table(io.BytesIO(data), columns=columns)
+
+
 def read_blocks(url: str, columns: list[str] | None = None) -> Iterator[pa.Table]:
-    """The block tables of a verified corpus snapshot, one per shard, in order."""
-    manifest = open_snapshot(url)
+    """The block tables of a corpus snapshot, one per shard, in order, each verified as it is read."""
+    manifest = read_manifest(url)
     if manifest.kind != KIND:
         raise ValueError(f"{url} is a {manifest.kind!r} snapshot, not a corpus snapshot")
-    for path in sorted(manifest.files):
-        with fsspec.open(join(url, path), "rb") as f:
-            yield pq.read_table(f, columns=columns)
+    for path, entry in sorted(manifest.files.items()):
+        yield read_shard(url, path, entry, columns)

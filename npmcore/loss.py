@@ -1,0 +1,181 @@
+"""The NPM training objective: multi-positive in-batch contrastive losses.
+
+Every masked span g of sequence i has two query vectors (its ``[MASKs]`` and
+``[MASKe]`` outputs in the masked batch). Keys are the token vectors of the unmasked
+batch. The candidates of a query are all real (non-padding) key tokens of the other
+sequences j != i; its positives are the candidates where an occurrence of g starts
+(for the start query) or ends (for the end query). With sim(a, b) = a·b / sqrt(d):
+
+    L_start(g) = -log( Σ_{y ∈ positives} exp(sim(q_start, y)) / Σ_{y ∈ candidates} exp(sim(q_start, y)) )
+
+and likewise L_end(g). The paper sums over spans; here the loss is the *mean* over
+spans (or over queries for NPM single), so its scale does not depend on how many spans
+a batch happens to have and the learning rate transfers between batch sizes.
+
+Positives are given as flat index arrays (one entry per positive token, P in all), as
+the span masker produces them. A positive listed twice counts once (positives are a
+set). Everything is computed on dense (S, B*T) similarity matrices with ``-inf``
+masking and ``logsumexp``: no Python loops over spans. Logits are computed in at least
+float32, so bf16/fp16 encoder outputs do not lose precision in the softmax.
+"""
+
+import math
+
+import torch
+from torch import Tensor
+
+
+def span_loss(
+    q_start: Tensor,
+    q_end: Tensor,
+    keys: Tensor,
+    key_mask: Tensor,
+    span_seq: Tensor,
+    pos_span: Tensor,
+    pos_seq: Tensor,
+    pos_start: Tensor,
+    pos_end: Tensor,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """NPM span loss: mean over spans of L_start + L_end.
+
+    Args:
+        q_start: (S, d) float, query vectors of the spans' ``[MASKs]`` tokens.
+        q_end: (S, d) float, query vectors of the spans' ``[MASKe]`` tokens.
+        keys: (B, T, d) float, token vectors of the unmasked batch.
+        key_mask: (B, T) bool or integer, nonzero for real tokens, 0 for padding.
+        span_seq: (S,) integer, the sequence (batch row) of each span.
+        pos_span: (P,) integer, the span each positive belongs to.
+        pos_seq: (P,) integer, the sequence of each positive occurrence (!= its span's).
+        pos_start: (P,) integer, position of the occurrence's first token in ``pos_seq``.
+        pos_end: (P,) integer, position of the occurrence's last token in ``pos_seq``.
+
+    Returns:
+        loss: scalar tensor (differentiable w.r.t. queries and keys).
+        stats: detached scalars: ``start_acc`` and ``end_acc`` (fraction of spans whose
+            top-1 candidate is a positive) and ``spans`` (S).
+
+    Raises:
+        ValueError: inconsistent shapes or indices, a positive in the span's own
+            sequence or in padding, or a span without a positive.
+        TypeError: queries and keys of different dtypes.
+    """
+    if q_end.shape != q_start.shape:
+        raise ValueError(f"q_start {tuple(q_start.shape)} and q_end {tuple(q_end.shape)} must have the same shape")
+    _check_queries(q_start, keys, span_seq, "q_start")
+    _check_queries(q_end, keys, span_seq, "q_end")
+    cand = _candidates(keys, key_mask, span_seq)  # (S, B*T)
+    pos_s = _positives(cand, keys.shape[1], span_seq, pos_span, pos_seq, pos_start, "pos_start")
+    pos_e = _positives(cand, keys.shape[1], span_seq, pos_span, pos_seq, pos_end, "pos_end")
+    flat_keys = keys.reshape(-1, keys.shape[-1])  # (B*T, d)
+    loss_s, hit_s = _multi_positive(q_start, flat_keys, cand, pos_s)
+    loss_e, hit_e = _multi_positive(q_end, flat_keys, cand, pos_e)
+    stats = {
+        "start_acc": hit_s.float().mean(),
+        "end_acc": hit_e.float().mean(),
+        "spans": torch.tensor(q_start.shape[0], device=q_start.device),
+    }
+    return (loss_s + loss_e).mean(), stats
+
+
+def token_loss(
+    q: Tensor,
+    keys: Tensor,
+    key_mask: Tensor,
+    span_seq: Tensor,
+    pos_span: Tensor,
+    pos_seq: Tensor,
+    pos_start: Tensor,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """NPM single loss: one query per masked token, mean over queries.
+
+    Args:
+        q: (S, d) float, query vectors of the masked tokens.
+        keys, key_mask: as in :func:`span_loss`.
+        span_seq: (S,) integer, the sequence of each masked token.
+        pos_span: (P,) integer, the query each positive belongs to.
+        pos_seq: (P,) integer, the sequence of each positive (same token id, != its query's).
+        pos_start: (P,) integer, the position of each positive in ``pos_seq``.
+
+    Returns:
+        loss: scalar tensor.
+        stats: detached scalars ``acc`` (top-1 in-batch retrieval accuracy) and ``tokens`` (S).
+
+    Raises:
+        ValueError, TypeError: as :func:`span_loss`.
+    """
+    _check_queries(q, keys, span_seq, "q")
+    cand = _candidates(keys, key_mask, span_seq)  # (S, B*T)
+    pos = _positives(cand, keys.shape[1], span_seq, pos_span, pos_seq, pos_start, "pos_start")
+    loss, hit = _multi_positive(q, keys.reshape(-1, keys.shape[-1]), cand, pos)
+    return loss.mean(), {"acc": hit.float().mean(), "tokens": torch.tensor(q.shape[0], device=q.device)}
+
+
+def _multi_positive(q: Tensor, flat_keys: Tensor, cand: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
+    """Per-query loss -log(Σ_pos exp(sim) / Σ_cand exp(sim)) (S,) and top-1 hit (S,) bool."""
+    logits = q @ flat_keys.T  # (S, B*T)
+    logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / math.sqrt(q.shape[-1])
+    masked = logits.masked_fill(~cand, -math.inf)  # (S, B*T): own sequence and padding excluded
+    loss = torch.logsumexp(masked, dim=1) - torch.logsumexp(masked.masked_fill(~pos, -math.inf), dim=1)  # (S,)
+    hit = pos.gather(1, masked.detach().argmax(dim=1, keepdim=True)).squeeze(1)  # (S,)
+    return loss, hit
+
+
+def _candidates(keys: Tensor, key_mask: Tensor, span_seq: Tensor) -> Tensor:
+    """(S, B*T) bool: real key tokens of sequences other than each query's."""
+    B, T, _ = keys.shape
+    if key_mask.shape != (B, T):
+        raise ValueError(f"key_mask has shape {tuple(key_mask.shape)}, expected (B, T) = {(B, T)} from keys")
+    key_seq = torch.arange(B, device=keys.device).repeat_interleave(T)  # (B*T,)
+    return key_mask.reshape(1, B * T).bool() & (key_seq[None, :] != span_seq[:, None])  # (S, B*T)
+
+
+def _positives(cand: Tensor, T: int, span_seq: Tensor, pos_span: Tensor, pos_seq: Tensor, pos_tok: Tensor, name: str) -> Tensor:
+    """(S, B*T) bool mask of each query's positives; checks they are candidates and that none is missing."""
+    S, N = cand.shape
+    P = pos_span.shape[0]
+    _check_index(pos_span, "pos_span", S)
+    _check_index(pos_seq, "pos_seq", N // T)
+    _check_index(pos_tok, name, T)
+    if not (pos_seq.shape == pos_tok.shape == (P,)):
+        raise ValueError(
+            f"positive index arrays must all have shape (P,) = ({P},) like pos_span; "
+            f"got pos_seq {tuple(pos_seq.shape)}, {name} {tuple(pos_tok.shape)}"
+        )
+    flat = pos_seq * T + pos_tok  # (P,)
+    bad = ~cand[pos_span, flat]  # (P,)
+    if bad.any():
+        p = int(bad.nonzero()[0, 0])
+        g = int(pos_span[p])
+        raise ValueError(
+            f"positive {p} of span {g} (sequence {int(span_seq[g])}) is at sequence {int(pos_seq[p])}, "
+            f"{name} {int(pos_tok[p])}: that is padding or the span's own sequence"
+        )
+    pos = torch.zeros_like(cand)
+    pos[pos_span, flat] = True  # a positive listed twice counts once
+    empty = ~pos.any(dim=1)  # (S,)
+    if empty.any():
+        g = int(empty.nonzero()[0, 0])
+        raise ValueError(f"span {g} (sequence {int(span_seq[g])}) has no positive; {int(empty.sum())} of {S} spans have none")
+    return pos
+
+
+def _check_queries(q: Tensor, keys: Tensor, span_seq: Tensor, name: str) -> None:
+    if keys.dim() != 3:
+        raise ValueError(f"keys must be (B, T, d), got shape {tuple(keys.shape)}")
+    if q.dim() != 2 or q.shape[1] != keys.shape[2]:
+        raise ValueError(f"{name} must be (S, d) with d = {keys.shape[2]} from keys, got shape {tuple(q.shape)}")
+    if q.dtype != keys.dtype:
+        raise TypeError(f"{name} is {q.dtype} but keys are {keys.dtype}: encode queries and keys alike")
+    if q.shape[0] == 0:
+        raise ValueError(f"{name} has no queries (S = 0): skip batches without masked spans")
+    if span_seq.shape != (q.shape[0],):
+        raise ValueError(f"span_seq has shape {tuple(span_seq.shape)}, expected (S,) = ({q.shape[0]},) from {name}")
+    _check_index(span_seq, "span_seq", keys.shape[0])
+
+
+def _check_index(arr: Tensor, name: str, high: int) -> None:
+    """Integer 1-D index tensor with values in [0, high)."""
+    if arr.dim() != 1 or arr.dtype.is_floating_point or arr.dtype == torch.bool:
+        raise ValueError(f"{name} must be a 1-D integer tensor, got shape {tuple(arr.shape)} dtype {arr.dtype}")
+    if arr.numel() and (int(arr.min()) < 0 or int(arr.max()) >= high):
+        raise ValueError(f"{name} values must lie in [0, {high}), got min {int(arr.min())} max {int(arr.max())}")
