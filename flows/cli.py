@@ -85,6 +85,33 @@ def demo(store: Store = "npm-store", dask_address: DaskAddress = None, workers: 
 
 
 @app.command()
+def train(
+    corpus: Annotated[str | None, typer.Option(help="Corpus snapshot URL; default: the newest in the store.")] = None,
+    store: Store = "npm-store",
+    preset: Annotated[str, typer.Option(help="cpu-small (this machine) or paper (32 GPUs).")] = "cpu-small",
+    objective: Annotated[str, typer.Option(help="npm (span masking) or npm-single (token masking).")] = "npm",
+    steps: Annotated[int | None, typer.Option(help="Optimizer steps (default: the preset's).")] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Sequences per step (default: the preset's).")] = None,
+    lr: Annotated[float | None, typer.Option(help="Peak learning rate (default: the preset's).")] = None,
+    encoder: Annotated[str | None, typer.Option(help="Initial encoder path or cached name.")] = None,
+    alias: Annotated[str | None, typer.Option(help="Registry alias for the new version, e.g. champion.")] = None,
+    seed: int = 0,
+) -> None:
+    """Train an NPM encoder on a corpus snapshot; logs to MLflow and registers npm-encoder."""
+    from flows.train import TrainParams, train as train_flow
+
+    try:
+        params = TrainParams(
+            store=store, corpus=corpus, preset=preset, objective=objective, steps=steps,
+            batch_size=batch_size, lr=lr, encoder=encoder, alias=alias, seed=seed,
+        )
+        uri = train_flow(params, progress=sys.stderr.isatty())
+    except USER_ERRORS as e:
+        fail(e)
+    print(uri)
+
+
+@app.command()
 def snapshots(store: Store = "npm-store", kind: Annotated[str, typer.Option(help="Snapshot kind.")] = CORPUS) -> None:
     """List the complete snapshots of a kind in the store."""
     table = Table("id", "created", *(["counts"]), "url")

@@ -48,3 +48,26 @@ def test_cli_bad_input_exits_non_zero_with_a_clear_message(tmp_path, args, messa
     assert result.exit_code == 2
     assert message in " ".join(result.output.split())
     assert not list(tmp_path.glob("corpus/*/manifest.json"))
+
+
+def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path):
+    import mlflow
+    from mlflow import MlflowClient
+
+    from flows.train import TrainParams, train
+    from npmcore.ingest import IngestConfig, ingest
+
+    ingest([news_path], str(tmp_path), IngestConfig(max_tokens=64))
+    params = TrainParams(store=str(tmp_path), steps=3, batch_size=4, warmup_steps=1, alias="champion", experiment="test-train")
+    uri = train(params)
+    assert uri == "models:/npm-encoder/1"
+    client = MlflowClient()
+    assert mlflow.get_tracking_uri() == f"sqlite:///{tmp_path}/mlflow.db"
+    version = client.get_model_version_by_alias("npm-encoder", "champion")
+    run = client.get_run(version.run_id)
+    assert run.data.params["steps"] == "3" and run.data.params["masking.ratio"] == "0.15"
+    history = client.get_metric_history(run.info.run_id, "loss")
+    assert [m.step for m in history] == [1, 2, 3]
+    assert {"start_acc", "end_acc", "tokens_per_s", "lr", "spans_per_seq", "masked_fraction"} <= run.data.metrics.keys()
+    encoder = mlflow.transformers.load_model("models:/npm-encoder@champion", return_type="components")
+    assert encoder["tokenizer"].mask_token == "[MASK]"

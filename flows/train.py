@@ -1,0 +1,72 @@
+"""Flow ``train``: NPM training on a corpus snapshot, tracked in MLflow, registered as ``npm-encoder``."""
+
+import os
+from dataclasses import asdict, replace
+from typing import Literal
+
+import mlflow
+from prefect import flow
+from pydantic import BaseModel, Field, field_validator
+
+from flows.params import absolute_store, default_store
+from npmcore.ingest import KIND as CORPUS
+from npmcore.masking import MaskingConfig
+from npmcore.storage import join, list_snapshots
+from npmcore.tracking import default_tracking_uri
+from npmcore.train import PRESETS, TrainConfig
+from tasks.train import train_task
+
+
+class TrainParams(BaseModel):
+    store: str = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
+    corpus: str | None = Field(None, description="Corpus snapshot URL; empty = the newest corpus snapshot in the store.")
+    preset: Literal["cpu-small", "paper"] = Field("cpu-small", description="cpu-small: this machine; paper: 32-GPU setting.")
+    objective: Literal["npm", "npm-single"] = "npm"
+    encoder: str | None = Field(None, description="Initial encoder path or cached HF name; empty = MiniLM-L6.")
+    steps: int | None = Field(None, ge=1, description="Optimizer steps (default: the preset's).")
+    batch_size: int | None = Field(None, ge=2, description="Sequences per step, global (default: the preset's).")
+    grad_accum: int = Field(1, ge=1)
+    lr: float | None = Field(None, gt=0)
+    warmup_steps: int | None = Field(None, ge=0)
+    mask_ratio: float = Field(0.15, gt=0, lt=1)
+    seed: int = 0
+    checkpoint_every: int | None = Field(None, ge=1)
+    experiment: str = Field("npm-train", description="MLflow experiment.")
+    alias: str | None = Field(None, description="Registry alias for the new npm-encoder version, e.g. champion.")
+
+    @field_validator("store")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        return absolute_store(value)
+
+    def config(self, corpus: str) -> TrainConfig:
+        overrides = {k: v for k, v in self.model_dump().items() if k in TrainConfig.__dataclass_fields__ and v is not None}
+        base = replace(TrainConfig(corpus=corpus), **PRESETS[self.preset])
+        return replace(base, **{**overrides, "corpus": corpus, "masking": MaskingConfig(ratio=self.mask_ratio)})
+
+
+def newest_corpus(store: str) -> str:
+    found = list_snapshots(store, CORPUS)
+    if not found:
+        raise ValueError(f"no corpus snapshot in {store}: run `npmcore ingest` first or pass --corpus")
+    return found[-1][0]
+
+
+def _flat(prefix: str, value: object) -> dict[str, object]:
+    if isinstance(value, dict):
+        return {k: v for key, sub in value.items() for k, v in _flat(f"{prefix}{key}.", sub).items()}
+    return {prefix.rstrip("."): value}
+
+
+@flow(name="train")
+def train(params: TrainParams | None = None, progress: bool = False) -> str:
+    """Train an NPM encoder; returns the registered model URI (models:/npm-encoder/N)."""
+    params = params or TrainParams()
+    config = params.config(params.corpus or newest_corpus(params.store))
+    mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(params.store))
+    mlflow.set_experiment(params.experiment)
+    with mlflow.start_run() as run:
+        mlflow.log_params(_flat("", asdict(config)))
+        run_dir = join(params.store, "runs", run.info.run_id)
+        mlflow.set_tag("run_dir", run_dir)
+        return train_task(config, run_dir, params.alias, progress)

@@ -1,0 +1,43 @@
+"""MLflow: where runs go, and logging a trained encoder into the Model Registry."""
+
+import logging
+from pathlib import Path
+
+import mlflow
+import torch
+import transformers
+from mlflow import MlflowClient
+from transformers import PreTrainedModel, PreTrainedTokenizerFast
+
+log = logging.getLogger(__name__)
+
+REGISTERED_MODEL = "npm-encoder"
+
+
+def default_tracking_uri(store: str) -> str:
+    """A SQLite tracking store inside a local store root (used when MLFLOW_TRACKING_URI is unset)."""
+    if "://" in store and not store.startswith("file://"):
+        raise ValueError(
+            f"store {store} is not local: set MLFLOW_TRACKING_URI to an MLflow server (mlflow server …)"
+        )
+    root = Path(store.removeprefix("file://")).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{root / 'mlflow.db'}"
+
+
+def log_encoder(tokenizer: PreTrainedTokenizerFast, model: PreTrainedModel, alias: str | None = None) -> str:
+    """Log the encoder (transformers flavour) in the active run, register it as
+    ``npm-encoder`` and optionally point ``alias`` at the new version; returns its URI."""
+    info = mlflow.transformers.log_model(
+        transformers_model={"model": model, "tokenizer": tokenizer},
+        name="encoder",
+        task="feature-extraction",
+        registered_model_name=REGISTERED_MODEL,
+        # Stated, not inferred: inference imports optional packages (torchvision) that are not installed.
+        pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", f"transformers=={transformers.__version__}"],
+    )
+    version = str(info.registered_model_version)
+    if alias:
+        MlflowClient().set_registered_model_alias(REGISTERED_MODEL, alias, version)
+    log.info("registered %s version %s%s", REGISTERED_MODEL, version, f" as @{alias}" if alias else "")
+    return f"models:/{REGISTERED_MODEL}/{version}"

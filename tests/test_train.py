@@ -1,0 +1,112 @@
+"""Training: DDP equals one process on the same global batch; exact resume; bad input."""
+
+import socket
+from dataclasses import replace
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from npmcore.batching import iter_batches
+from npmcore.encoder import load_encoder, load_tokenizer
+from npmcore.ingest import IngestConfig, ingest
+from npmcore.masking import MaskingConfig
+from npmcore.storage import SnapshotError, list_snapshots
+from npmcore.train import CHECKPOINTS, TrainConfig, average_gradients, batch_loss, mask_batch, train
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, news_path) -> str:
+    return ingest([news_path], str(tmp_path_factory.mktemp("corpus")), IngestConfig(max_tokens=64))
+
+
+@pytest.fixture(scope="module")
+def config(corpus) -> TrainConfig:
+    return TrainConfig(corpus=corpus, steps=4, batch_size=4, warmup_steps=1, checkpoint_every=2, masking=MaskingConfig())
+
+
+def global_batch(config: TrainConfig):
+    sequences = next(iter_batches(config.corpus, config.batch_size, config.seed)).token_ids
+    return mask_batch(sequences, load_tokenizer(config.encoder), config, step=0, micro=0)
+
+
+def loss_and_grads(model, batch, objective):
+    model.zero_grad()
+    loss, _ = batch_loss(model, batch, objective)
+    loss.backward()
+    return loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def _ddp_worker(rank: int, world: int, port: int, config: TrainConfig, out: str) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    try:
+        _, model = load_encoder(config.encoder)  # eval mode: no dropout, so ranks and the reference agree
+        loss, _ = loss_and_grads(model, global_batch(config), config.objective)
+        average_gradients(model, world)
+        total = loss.clone()
+        dist.all_reduce(total)
+        if rank == 0:
+            grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+            torch.save({"loss": total / world, "grads": grads}, out)
+    finally:
+        dist.destroy_process_group()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("objective", ["npm", "npm-single"])
+def test_two_process_ddp_equals_one_process(tmp_path, config, objective):
+    config = replace(config, objective=objective)
+    _, model = load_encoder(config.encoder)
+    batch = global_batch(config)
+    assert batch.span_seq.numel() > 0 and set(batch.span_seq.tolist()) >= {0, 3}  # both ranks have spans
+    loss, grads = loss_and_grads(model, batch, objective)
+    out = tmp_path / "ddp.pt"
+    mp.start_processes(_ddp_worker, args=(2, free_port(), config, str(out)), nprocs=2, start_method="spawn")
+    ddp = torch.load(out)
+    torch.testing.assert_close(ddp["loss"], loss, rtol=1e-5, atol=1e-6)
+    assert ddp["grads"].keys() == grads.keys()
+    for name, grad in grads.items():
+        torch.testing.assert_close(ddp["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("objective", ["npm", "npm-single"])
+def test_interrupted_and_resumed_training_equals_uninterrupted(tmp_path, config, objective):
+    config = replace(config, objective=objective)
+    _, straight = train(config, str(tmp_path / "a"))
+    train(config, str(tmp_path / "b"), stop_after=2)
+    assert [m.counts["step"] for _, m in list_snapshots(str(tmp_path / "b"), CHECKPOINTS)] == [2]
+    _, resumed = train(config, str(tmp_path / "b"))
+    for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+    _, untouched = load_encoder(config.encoder)
+    assert not torch.equal(straight.state_dict()["embeddings.word_embeddings.weight"], untouched.state_dict()["embeddings.word_embeddings.weight"])
+
+
+def test_corrupted_checkpoint_and_changed_config_are_refused(tmp_path, config):
+    run = tmp_path / "run"
+    train(config, str(run), stop_after=2)
+    weights = next(run.glob(f"{CHECKPOINTS}/step-*/model.pt"))
+    data = bytearray(weights.read_bytes())
+    data[-100] ^= 0xFF
+    weights.write_bytes(bytes(data))
+    with pytest.raises(SnapshotError, match="checksum mismatch in model.pt"):
+        train(config, str(run))
+    weights.write_bytes(bytes(data[:-100]) + bytes([data[-100] ^ 0xFF]) + bytes(data[-99:]))
+    with pytest.raises(ValueError, match="another config"):
+        train(replace(config, lr=1e-3), str(run))
+
+
+def test_bad_input(tmp_path, config, news_path):
+    with pytest.raises(SnapshotError, match="manifest.json is missing"):
+        train(replace(config, corpus=str(tmp_path / "nothing")), str(tmp_path / "run"))
+    with pytest.raises(ValueError, match="multiple of grad_accum"):
+        train(replace(config, grad_accum=3), str(tmp_path / "run"))
+    long_blocks = ingest([news_path], str(tmp_path / "long"), IngestConfig(max_tokens=600))
+    with pytest.raises(ValueError, match="more than the encoder's 512 positions"):
+        train(replace(config, corpus=long_blocks), str(tmp_path / "run"))
