@@ -112,6 +112,36 @@ def train(
 
 
 @app.command()
+def register(
+    run_dir: Annotated[str, typer.Argument(help="Run folder of a training run (e.g. from torchrun -m npmcore.train).")],
+    store: Store = "npm-store",
+    alias: Annotated[str | None, typer.Option(help="Registry alias for the new version, e.g. champion.")] = None,
+    experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "npm-train",
+) -> None:
+    """Log the newest checkpoint of a run to MLflow and register it as npm-encoder."""
+    import os
+    from dataclasses import asdict
+
+    import mlflow
+
+    from flows.train import flat_params
+    from npmcore.tracking import default_tracking_uri, log_encoder
+    from npmcore.train import load_trained
+
+    try:
+        tokenizer, model, config = load_trained(absolute_store(run_dir))
+        mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(absolute_store(store)))
+        mlflow.set_experiment(experiment)
+        with mlflow.start_run():
+            mlflow.log_params(flat_params(asdict(config)))
+            mlflow.set_tag("run_dir", absolute_store(run_dir))
+            uri = log_encoder(tokenizer, model, alias)
+    except USER_ERRORS as e:
+        fail(e)
+    print(uri)
+
+
+@app.command()
 def snapshots(store: Store = "npm-store", kind: Annotated[str, typer.Option(help="Snapshot kind.")] = CORPUS) -> None:
     """List the complete snapshots of a kind in the store."""
     table = Table("id", "created", *(["counts"]), "url")

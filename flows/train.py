@@ -52,10 +52,12 @@ def newest_corpus(store: str) -> str:
     return found[-1][0]
 
 
-def _flat(prefix: str, value: object) -> dict[str, object]:
-    if isinstance(value, dict):
-        return {k: v for key, sub in value.items() for k, v in _flat(f"{prefix}{key}.", sub).items()}
-    return {prefix.rstrip("."): value}
+def flat_params(value: dict, prefix: str = "") -> dict[str, object]:
+    """Nested config dict as MLflow params: {"masking": {"ratio": …}} -> {"masking.ratio": …}."""
+    flat: dict[str, object] = {}
+    for key, sub in value.items():
+        flat.update(flat_params(sub, f"{prefix}{key}.") if isinstance(sub, dict) else {f"{prefix}{key}": sub})
+    return flat
 
 
 @flow(name="train")
@@ -66,7 +68,7 @@ def train(params: TrainParams | None = None, progress: bool = False) -> str:
     mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(params.store))
     mlflow.set_experiment(params.experiment)
     with mlflow.start_run() as run:
-        mlflow.log_params(_flat("", asdict(config)))
+        mlflow.log_params(flat_params(asdict(config)))
         run_dir = join(params.store, "runs", run.info.run_id)
         mlflow.set_tag("run_dir", run_dir)
         return train_task(config, run_dir, params.alias, progress)

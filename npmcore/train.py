@@ -341,3 +341,58 @@ def retrieval_accuracy(
         totals["end_acc"] += float(stats["end_acc"]) / n_batches
     model.train(was_training)
     return totals
+
+
+def load_trained(run_dir: str) -> tuple[PreTrainedTokenizerFast, PreTrainedModel, TrainConfig]:
+    """Tokenizer, encoder and config of the newest (verified) checkpoint of a run."""
+    found = list_snapshots(run_dir, CHECKPOINTS)
+    if not found:
+        raise ValueError(f"no checkpoint in {run_dir}/{CHECKPOINTS}")
+    url, manifest = max(found, key=lambda item: item[1].counts["step"])
+    open_snapshot(url)
+    raw = dict(manifest.config)
+    config = TrainConfig(**{**raw, "masking": MaskingConfig(**raw["masking"])})
+    tokenizer, model = load_encoder(config.encoder)
+    with fsspec.open(join(url, "model.pt"), "rb") as f:
+        model.load_state_dict(torch.load(f, map_location="cpu"))
+    return tokenizer, model.eval(), config
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point for multi-process training: ``torchrun --nproc-per-node N -m npmcore.train …``.
+
+    Each rank joins the process group torchrun describes (NCCL on GPUs, gloo on CPU), trains
+    on its slice of every global batch and rank 0 writes the checkpoints to ``--run-dir``.
+    Register the result with ``npmcore register RUN_DIR``.
+    """
+    import argparse
+    import os
+
+    from npmcore.runtime import configure_environment
+
+    configure_environment()
+    parser = argparse.ArgumentParser(prog="torchrun … -m npmcore.train", description=main.__doc__.split("\n")[0])
+    parser.add_argument("--corpus", required=True, help="corpus snapshot URL")
+    parser.add_argument("--run-dir", required=True, help="URL of the run folder (checkpoints; resumed if present)")
+    parser.add_argument("--preset", default="cpu-small", choices=sorted(PRESETS))
+    for name in ("steps", "batch_size", "grad_accum", "warmup_steps", "checkpoint_every", "seed"):
+        parser.add_argument(f"--{name.replace('_', '-')}", type=int)
+    parser.add_argument("--lr", type=float)
+    parser.add_argument("--objective", choices=["npm", "npm-single"])
+    parser.add_argument("--encoder")
+    parser.add_argument("--amp", choices=["auto", "none", "bf16", "fp16"])
+    args = vars(parser.parse_args(argv))
+    preset, run_dir = PRESETS[args.pop("preset")], args.pop("run_dir")
+    config = replace(TrainConfig(corpus=args.pop("corpus")), **preset, **{k: v for k, v in args.items() if v is not None})
+    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s rank {os.environ.get('RANK', '0')} %(message)s")
+    if torch.cuda.is_available():
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
+    dist.init_process_group("nccl" if torch.cuda.is_available() else "gloo")
+    try:
+        train(config, run_dir, on_step=lambda s: log.info("%s", s))
+    finally:
+        dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,6 +1,8 @@
 """Training: DDP equals one process on the same global batch; exact resume; bad input."""
 
 import socket
+import subprocess
+import sys
 from dataclasses import replace
 
 import pytest
@@ -8,6 +10,9 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from typer.testing import CliRunner
+
+from flows.cli import app
 from npmcore.batching import iter_batches
 from npmcore.encoder import load_encoder, load_tokenizer
 from npmcore.ingest import IngestConfig, ingest
@@ -110,3 +115,16 @@ def test_bad_input(tmp_path, config, news_path):
     long_blocks = ingest([news_path], str(tmp_path / "long"), IngestConfig(max_tokens=600))
     with pytest.raises(ValueError, match="more than the encoder's 512 positions"):
         train(replace(config, corpus=long_blocks), str(tmp_path / "run"))
+
+
+def test_torchrun_trains_on_two_processes_and_the_run_can_be_registered(tmp_path, config):
+    run = tmp_path / "run"
+    command = [
+        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "npmcore.train",
+        "--corpus", config.corpus, "--run-dir", str(run), "--steps", "2", "--batch-size", "4", "--warmup-steps", "1",
+    ]
+    subprocess.run(command, check=True, timeout=300)
+    assert [m.counts["step"] for _, m in list_snapshots(str(run), CHECKPOINTS)] == [2]
+    result = CliRunner().invoke(app, ["register", str(run), "--store", str(tmp_path), "--alias", "candidate"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.strip().splitlines()[-1] == "models:/npm-encoder/1"
