@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: demo test test-all bench-ingest clean
+.PHONY: demo test test-all clean
 
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 needed, found " + sys.version'
@@ -23,9 +23,6 @@ test: $(BIN)/.installed
 
 test-all: $(BIN)/.installed
 	$(BIN)/pytest -m ''
-
-bench-ingest: $(BIN)/.installed
-	$(BIN)/python bench/ingest.py
 
 clean:
 	rm -rf $(VENV) npm-store

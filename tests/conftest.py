@@ -35,6 +35,42 @@ def news_path(default_inputs) -> str:
 
 
 @pytest.fixture(scope="session")
+def news_lines(news_path) -> list[str]:
+    with open(news_path, encoding="utf-8") as f:
+        return [line.strip() for line in f if line.strip()]
+
+
+@pytest.fixture(scope="session")
+def bpe_tokenizer(news_lines):
+    """A byte-level BPE (RoBERTa style) trained on the real news text: nothing is downloaded."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=1000,
+        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tok.train_from_iterator(news_lines, trainer)
+    return tok
+
+
+@pytest.fixture(scope="session")
+def roberta_tokenizer(bpe_tokenizer):
+    """``bpe_tokenizer`` as a RoBERTa tokenizer: ``<s> … </s>`` and mask token ``<mask>``."""
+    import json
+
+    from transformers import RobertaTokenizerFast
+
+    merges = json.loads(bpe_tokenizer.to_str())["model"]["merges"]
+    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in merges]
+    return RobertaTokenizerFast(vocab=bpe_tokenizer.get_vocab(), merges=merges, model_max_length=512)
+
+
+@pytest.fixture(scope="session")
 def enwiki_shard() -> str:
     path = SHARED_DATA / "enwiki_sample" / "wiki_00"
     assert path.exists(), f"test data missing: {path} (the shared data folder must sit beside the repository)"

@@ -8,20 +8,17 @@ from npmcore.runtime import configure_environment
 
 configure_environment()
 
-import json
 
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import (
     PreTrainedTokenizerFast,
     RobertaConfig,
     RobertaModel,
-    RobertaTokenizerFast,
 )
 
 from npmcore.blocks import encoder_input, split_document
-from npmcore.corpus import Document, default_corpus
+from npmcore.corpus import Document
 from npmcore.encoder import (
     EncoderError,
     default_encoder_path,
@@ -39,38 +36,10 @@ def _squash(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def news_lines() -> list[str]:
-    with open(default_corpus()[1], encoding="utf-8") as f:
-        lines = [line.strip() for line in f]
-    lines = [line for line in lines if line][:300]
-    assert len(lines) >= 100
-    return lines
-
-
-@pytest.fixture(scope="module")
-def bpe_tokenizer(news_lines) -> Tokenizer:
-    """A byte-level BPE (RoBERTa style) trained on real news text."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=1000,
-        special_tokens=SPECIAL_TOKENS,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator(news_lines, trainer)
-    return tok
-
-
-@pytest.fixture(scope="module")
-def roberta_dir(tmp_path_factory, bpe_tokenizer) -> str:
+def roberta_dir(tmp_path_factory, roberta_tokenizer) -> str:
     """A local directory holding a tiny RoBERTa tokenizer + randomly initialised model."""
     path = tmp_path_factory.mktemp("tiny-roberta")
-    spec = json.loads(bpe_tokenizer.to_str())
-    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in spec["model"]["merges"]]
-    # RobertaTokenizerFast installs a RobertaProcessing post-processor: <s> ... </s>.
-    tokenizer = RobertaTokenizerFast(vocab=bpe_tokenizer.get_vocab(), merges=merges, model_max_length=512)
+    tokenizer = roberta_tokenizer
     assert tokenizer.mask_token == "<mask>"
     tokenizer.save_pretrained(path)
     torch.manual_seed(0)

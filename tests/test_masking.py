@@ -11,7 +11,6 @@ configure_environment()
 
 import copy
 import itertools
-import json
 import math
 import random
 from collections import Counter, defaultdict
@@ -20,8 +19,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import RobertaTokenizerFast
 
 from npmcore.blocks import split_document
 from npmcore.corpus import Document, read_lines
@@ -45,24 +42,6 @@ def news_docs(news_path) -> list[Document]:
 @pytest.fixture(scope="module")
 def news_batches(news_docs, tokenizer) -> list[list[list[int]]]:
     return _batches(news_docs[:160], tokenizer, 12)
-
-
-@pytest.fixture(scope="module")
-def roberta(news_docs) -> RobertaTokenizerFast:
-    """A byte-level BPE (RoBERTa style) trained on the news text: nothing is downloaded."""
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=1000,
-        special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tok.train_from_iterator([d.text for d in news_docs], trainer)
-    merges = json.loads(tok.to_str())["model"]["merges"]
-    merges = [tuple(m) if isinstance(m, list) else tuple(m.split(" ")) for m in merges]
-    return RobertaTokenizerFast(vocab=tok.get_vocab(), merges=merges, model_max_length=512)
 
 
 # --- the brute-force reference ------------------------------------------------------------
@@ -200,10 +179,10 @@ def test_word_boundaries_of_wordpiece(tokenizer):
             assert tables.word_start[i] == (not piece.startswith("##")) and not tables.boundary[i], piece
 
 
-def test_word_boundaries_of_byte_level_bpe(roberta):
-    tables = vocab_tables(roberta)
-    ids = roberta("The cat's (hello) world\n\nNew café")["input_ids"]
-    pieces = roberta.convert_ids_to_tokens(ids)
+def test_word_boundaries_of_byte_level_bpe(roberta_tokenizer):
+    tables = vocab_tables(roberta_tokenizer)
+    ids = roberta_tokenizer("The cat's (hello) world\n\nNew café")["input_ids"]
+    pieces = roberta_tokenizer.convert_ids_to_tokens(ids)
     starts = _word_starts(ids, tables)
     assert pieces[:2] == ["<s>", "The"] and starts[0] and starts[1]  # first word: after <s>
     for i, p in enumerate(pieces):
@@ -214,7 +193,7 @@ def test_word_boundaries_of_byte_level_bpe(roberta):
     after_newline = max(i for i, p in enumerate(pieces) if "Ċ" in p) + 1
     assert starts[after_newline]  # "\n\nNew"
     assert not starts[pieces.index("'s")]  # "cat's": "'s" continues the word
-    assert not tables.word_start[roberta.convert_tokens_to_ids("Ã")]  # a byte of "é", inside a word
+    assert not tables.word_start[roberta_tokenizer.convert_tokens_to_ids("Ã")]  # a byte of "é", inside a word
 
 
 # --- span masking -------------------------------------------------------------------------
@@ -282,13 +261,13 @@ def test_spans_on_random_batches(tokenizer):
         check_spans(mb, batch, tokenizer, config)
 
 
-def test_spans_with_a_roberta_tokenizer(news_docs, roberta):
+def test_spans_with_a_roberta_tokenizer(news_docs, roberta_tokenizer):
     config = MaskingConfig()
-    for i, batch in enumerate(_batches(news_docs[:30], roberta, 2)):
-        assert batch[0][0] == roberta.bos_token_id
-        mb = mask_spans(batch, roberta, config, torch.Generator().manual_seed(i))
-        check_spans(mb, batch, roberta, config)
-        assert mb.span_len.max() >= 2 and (mb.masked_input_ids == roberta.mask_token_id).sum() == 2 * len(mb.span_len)
+    for i, batch in enumerate(_batches(news_docs[:30], roberta_tokenizer, 2)):
+        assert batch[0][0] == roberta_tokenizer.bos_token_id
+        mb = mask_spans(batch, roberta_tokenizer, config, torch.Generator().manual_seed(i))
+        check_spans(mb, batch, roberta_tokenizer, config)
+        assert mb.span_len.max() >= 2 and (mb.masked_input_ids == roberta_tokenizer.mask_token_id).sum() == 2 * len(mb.span_len)
 
 
 def test_masked_sequences_stay_within_model_max_length(news_batches, tokenizer):
@@ -347,7 +326,7 @@ def test_tokens_on_news_batches_match_the_reference(news_batches, tokenizer):
     assert all(torch.equal(getattr(a, f), getattr(b, f)) for f in MaskedBatch.__dataclass_fields__)
 
 
-def test_tokens_on_random_and_roberta_batches(tokenizer, roberta, news_docs):
+def test_tokens_on_random_and_roberta_batches(tokenizer, roberta_tokenizer, news_docs):
     rng = random.Random(1)
     for trial in range(8):
         lengths = [rng.randint(1, 40) for _ in range(rng.randint(2, 8))]
@@ -355,5 +334,5 @@ def test_tokens_on_random_and_roberta_batches(tokenizer, roberta, news_docs):
         ratio = rng.choice([0.15, 0.5, 1.0])
         mb = mask_tokens(batch, tokenizer, ratio, torch.Generator().manual_seed(trial))
         check_tokens(mb, batch, tokenizer, ratio)
-    batch = _batches(news_docs[:10], roberta, 1)[0]
-    check_tokens(mask_tokens(batch, roberta, 0.15, torch.Generator().manual_seed(0)), batch, roberta, 0.15)
+    batch = _batches(news_docs[:10], roberta_tokenizer, 1)[0]
+    check_tokens(mask_tokens(batch, roberta_tokenizer, 0.15, torch.Generator().manual_seed(0)), batch, roberta_tokenizer, 0.15)
