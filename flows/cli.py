@@ -67,13 +67,20 @@ def ingest(
     print(url)
 
 
+DEMO_STEPS, DEMO_BATCH = 20, 8  # a short training run: the demo shows the pipeline, not a useful encoder
+
+
 @app.command()
 def demo(store: Store = "npm-store", dask_address: DaskAddress = None, workers: Workers = None) -> None:
-    """The main job on the embedded default corpus and encoder (all stages that exist)."""
-    from flows.pipeline import pipeline
+    """The main job on the embedded default corpus and encoder: ingest, then a short NPM training run."""
+    from flows.pipeline import PipelineParams, pipeline
+    from flows.train import TrainParams
 
     try:
-        params = IngestParams(store=store, cluster=ClusterParams(dask_address=dask_address, n_workers=workers))
+        ingest_params = IngestParams(store=store, cluster=ClusterParams(dask_address=dask_address, n_workers=workers))
+        params = PipelineParams(
+            ingest=ingest_params, train=TrainParams(store=store, steps=DEMO_STEPS, batch_size=DEMO_BATCH, warmup_steps=2)
+        )
         result = pipeline(params, progress=sys.stderr.isatty())
         manifest = open_snapshot(result["corpus"])
     except USER_ERRORS as e:
@@ -82,6 +89,7 @@ def demo(store: Store = "npm-store", dask_address: DaskAddress = None, workers: 
     first = next(read_blocks(result["corpus"], columns=["block_id", "title", "text", "token_ids"])).slice(0, 1).to_pylist()[0]
     console.print(f"[bold]first block[/] {first['block_id']} ({len(first['token_ids'])} tokens): {first['title']}. {first['text'][:300]}…")
     console.print(f"corpus snapshot: [bold]{result['corpus']}[/] (verified)")
+    console.print(f"encoder: [bold]{result['encoder']}[/] ({DEMO_STEPS} steps of {DEMO_BATCH} sequences; MLflow experiment npm-train)")
 
 
 @app.command()
