@@ -127,20 +127,17 @@ def register(
     experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "npm-train",
 ) -> None:
     """Log the newest checkpoint of a run to MLflow and register it as npm-encoder."""
-    import os
     from dataclasses import asdict
 
     import mlflow
 
-    from flows.train import flat_params
-    from npmcore.tracking import default_tracking_uri, log_encoder
+    from flows.train import flat_params, tracking_uri
+    from npmcore.tracking import log_encoder, tracking
     from npmcore.train import load_trained
 
     try:
         tokenizer, model, config = load_trained(absolute_store(run_dir))
-        mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(absolute_store(store)))
-        mlflow.set_experiment(experiment)
-        with mlflow.start_run():
+        with tracking(tracking_uri(absolute_store(store)), experiment), mlflow.start_run():
             mlflow.log_params(flat_params(asdict(config)))
             mlflow.set_tag("run_dir", absolute_store(run_dir))
             uri = log_encoder(tokenizer, model, alias)

@@ -12,7 +12,7 @@ from flows.params import absolute_store, default_store
 from npmcore.ingest import KIND as CORPUS
 from npmcore.masking import MaskingConfig
 from npmcore.storage import join, list_snapshots
-from npmcore.tracking import default_tracking_uri
+from npmcore.tracking import default_tracking_uri, tracking
 from npmcore.train import PRESETS, TrainConfig
 from tasks.train import train_task
 
@@ -45,6 +45,11 @@ class TrainParams(BaseModel):
         return replace(base, **{**overrides, "corpus": corpus, "masking": MaskingConfig(ratio=self.mask_ratio)})
 
 
+def tracking_uri(store: str) -> str:
+    """``MLFLOW_TRACKING_URI``, or a SQLite store inside a local store root."""
+    return os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(store)
+
+
 def newest_corpus(store: str) -> str:
     found = list_snapshots(store, CORPUS)
     if not found:
@@ -65,9 +70,7 @@ def train(params: TrainParams | None = None, progress: bool = False) -> str:
     """Train an NPM encoder; returns the registered model URI (models:/npm-encoder/N)."""
     params = params or TrainParams()
     config = params.config(params.corpus or newest_corpus(params.store))
-    mlflow.set_tracking_uri(os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(params.store))
-    mlflow.set_experiment(params.experiment)
-    with mlflow.start_run() as run:
+    with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run() as run:
         mlflow.log_params(flat_params(asdict(config)))
         run_dir = join(params.store, "runs", run.info.run_id)
         mlflow.set_tag("run_dir", run_dir)

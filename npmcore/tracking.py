@@ -1,6 +1,9 @@
 """MLflow: where runs go, and logging a trained encoder into the Model Registry."""
 
 import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import mlflow
@@ -12,6 +15,30 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 log = logging.getLogger(__name__)
 
 REGISTERED_MODEL = "npm-encoder"
+_URI_VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")
+
+
+@contextmanager
+def tracking(uri: str, experiment: str) -> Iterator[None]:
+    """Point MLflow tracking and the model registry at ``uri`` and select ``experiment``
+    for the duration of the block.
+
+    MLflow's setters also write ``MLFLOW_TRACKING_URI`` / ``MLFLOW_REGISTRY_URI`` into the
+    environment; both are restored afterwards, so a long-lived process (a Prefect worker)
+    does not carry one run's store into the next.
+    """
+    previous = {name: os.environ.get(name) for name in _URI_VARIABLES}
+    mlflow.set_tracking_uri(uri)
+    mlflow.set_registry_uri(uri)
+    mlflow.set_experiment(experiment)
+    try:
+        yield
+    finally:
+        for name, value in previous.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def default_tracking_uri(store: str) -> str:

@@ -1,5 +1,7 @@
 """Prefect flows and the CLI, against a real temporary Prefect server."""
 
+import os
+
 import pytest
 from prefect.testing.utilities import prefect_test_harness
 from typer.testing import CliRunner
@@ -61,13 +63,15 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path):
     params = TrainParams(store=str(tmp_path), steps=3, batch_size=4, warmup_steps=1, alias="champion", experiment="test-train")
     uri = train(params)
     assert uri == "models:/npm-encoder/1"
-    client = MlflowClient()
-    assert mlflow.get_tracking_uri() == f"sqlite:///{tmp_path}/mlflow.db"
+    uri_of_store = f"sqlite:///{tmp_path}/mlflow.db"
+    assert not {"MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI"} & os.environ.keys()  # not left to the next run
+    client = MlflowClient(tracking_uri=uri_of_store, registry_uri=uri_of_store)
     version = client.get_model_version_by_alias("npm-encoder", "champion")
     run = client.get_run(version.run_id)
     assert run.data.params["steps"] == "3" and run.data.params["masking.ratio"] == "0.15"
     history = client.get_metric_history(run.info.run_id, "loss")
     assert [m.step for m in history] == [1, 2, 3]
     assert {"start_acc", "end_acc", "tokens_per_s", "lr", "spans_per_seq", "masked_fraction"} <= run.data.metrics.keys()
+    mlflow.set_registry_uri(uri_of_store)
     encoder = mlflow.transformers.load_model("models:/npm-encoder@champion", return_type="components")
     assert encoder["tokenizer"].mask_token == "[MASK]"
