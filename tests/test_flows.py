@@ -57,6 +57,7 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path):
     from mlflow import MlflowClient
 
     from flows.train import TrainParams, train
+    from npmcore.tracking import tracking
     from npmcore.ingest import IngestConfig, ingest
 
     ingest([news_path], str(tmp_path), IngestConfig(max_tokens=64))
@@ -72,6 +73,6 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path):
     history = client.get_metric_history(run.info.run_id, "loss")
     assert [m.step for m in history] == [1, 2, 3]
     assert {"start_acc", "end_acc", "tokens_per_s", "lr", "spans_per_seq", "masked_fraction"} <= run.data.metrics.keys()
-    mlflow.set_registry_uri(uri_of_store)
-    encoder = mlflow.transformers.load_model("models:/npm-encoder@champion", return_type="components")
+    with tracking(uri_of_store, "test-train"):
+        encoder = mlflow.transformers.load_model("models:/npm-encoder@champion", return_type="components")
     assert encoder["tokenizer"].mask_token == "[MASK]"
