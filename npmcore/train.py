@@ -163,10 +163,14 @@ def lr_lambda(config: TrainConfig) -> Callable[[int], float]:
     return factor
 
 
-def autocast(config: TrainConfig, device: torch.device):
-    amp = config.amp
-    if amp == "auto":
-        amp = "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "none"
+def precision(config: TrainConfig, device: torch.device) -> str:
+    """The autocast precision: ``auto`` is bf16 on a CUDA device that supports it, else none."""
+    if config.amp != "auto":
+        return config.amp
+    return "bf16" if device.type == "cuda" and torch.cuda.is_bf16_supported() else "none"
+
+
+def autocast(amp: str, device: torch.device) -> torch.autocast:
     if amp == "none":
         return torch.autocast(device.type, enabled=False)
     return torch.autocast(device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
@@ -211,7 +215,9 @@ def train(
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
-    step = resume(run_dir, config, model, optimizer, scheduler)
+    amp = precision(config, device)
+    scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")  # fp16 gradients underflow without it
+    step = resume(run_dir, config, model, optimizer, scheduler, scaler)
     if world > 1:  # start from identical weights on every rank
         for tensor in model.state_dict().values():
             dist.broadcast(tensor, src=0)
@@ -221,9 +227,9 @@ def train(
         start, tokens, sums = time.perf_counter(), 0, {"loss": 0.0, "start_acc": 0.0, "end_acc": 0.0, "spans": 0, "masked": 0.0}
         for micro in range(config.grad_accum):
             batch = to_device(mask_batch(next(batches), tokenizer, config, step, micro), device)
-            with autocast(config, device):
+            with autocast(amp, device):
                 loss, stats = batch_loss(model, batch, config.objective)
-            (loss / config.grad_accum).backward()
+            scaler.scale(loss / config.grad_accum).backward()
             tokens += int(batch.attention_mask.sum() + batch.masked_attention_mask.sum())
             sums["loss"] += float(loss.detach()) / config.grad_accum
             sums["start_acc"] += float(stats["start_acc"]) / config.grad_accum
@@ -231,19 +237,21 @@ def train(
             sums["spans"] += batch.span_seq.numel()
             sums["masked"] += masked_fraction(batch) / config.grad_accum
         if world > 1:
-            average_gradients(model, world)
+            average_gradients(model, world)  # before unscaling: every rank then sees the same infs
+        scaler.unscale_(optimizer)
         torch.nn.utils.clip_grad_norm_(model.parameters(), config.max_grad_norm)
-        optimizer.step()
+        scaler.step(optimizer)
+        scaler.update()
         scheduler.step()
         optimizer.zero_grad(set_to_none=True)
         step += 1
         if rank == 0 and on_step is not None:
             on_step(StepStats(
                 step, sums["loss"], sums["start_acc"], sums["end_acc"], sums["spans"] / config.batch_size,
-                sums["masked"], tokens * world / (time.perf_counter() - start), scheduler.get_last_lr()[0],
+                sums["masked"], tokens / (time.perf_counter() - start), scheduler.get_last_lr()[0],
             ))
         if step % config.checkpoint_every == 0 or step == config.steps:
-            save_checkpoint(run_dir, config, step, model, optimizer, scheduler)
+            save_checkpoint(run_dir, config, step, model, optimizer, scheduler, scaler)
     return tokenizer, model
 
 
@@ -285,11 +293,11 @@ def check_lengths(config: TrainConfig, model: PreTrainedModel) -> None:
 CHECKPOINTS = "checkpoints"
 
 
-def save_checkpoint(run_dir: str, config: TrainConfig, step: int, model, optimizer, scheduler) -> str | None:
+def save_checkpoint(run_dir: str, config: TrainConfig, step: int, model, optimizer, scheduler, scaler) -> str | None:
     """Write a verified checkpoint snapshot (rank 0 only); returns its URL."""
     if _rank_world()[0] != 0:
         return None
-    state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "step": step}
+    state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "step": step}
     buf = io.BytesIO()
     torch.save(state, buf)
     weights = io.BytesIO()
@@ -303,7 +311,7 @@ def save_checkpoint(run_dir: str, config: TrainConfig, step: int, model, optimiz
         return writer.commit(manifest)
 
 
-def resume(run_dir: str, config: TrainConfig, model, optimizer, scheduler) -> int:
+def resume(run_dir: str, config: TrainConfig, model, optimizer, scheduler, scaler) -> int:
     """Load the newest checkpoint of ``run_dir`` (if any) into the objects; returns its step."""
     found = list_snapshots(run_dir, CHECKPOINTS)
     if not found:
@@ -318,6 +326,7 @@ def resume(run_dir: str, config: TrainConfig, model, optimizer, scheduler) -> in
         state = torch.load(f, map_location="cpu")
     optimizer.load_state_dict(state["optimizer"])
     scheduler.load_state_dict(state["scheduler"])
+    scaler.load_state_dict(state["scaler"])
     log.info("resumed from %s (step %d)", url, state["step"])
     return state["step"]
 

@@ -128,3 +128,12 @@ def test_torchrun_trains_on_two_processes_and_the_run_can_be_registered(tmp_path
     result = CliRunner().invoke(app, ["register", str(run), "--store", str(tmp_path), "--alias", "candidate"])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().splitlines()[-1] == "models:/npm-encoder/1"
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_mixed_precision_training_runs(tmp_path, config, amp):
+    """The autocast + GradScaler path (GPU defaults), exercised with CPU autocast."""
+    losses = []
+    _, model = train(replace(config, steps=2, amp=amp), str(tmp_path / amp), on_step=lambda s: losses.append(s.loss))
+    assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
+    assert all(torch.isfinite(p).all() for p in model.parameters())
