@@ -36,10 +36,8 @@ def bare_fwd_bwd_rates(config: TrainConfig) -> list[float]:
     rates = []
     for step in range(config.steps):
         batch = mask_batch(next(batches), tokenizer, config, step, 0)
-        T = max(batch.input_ids.shape[1], batch.masked_input_ids.shape[1])
-        pad = lambda x: torch.nn.functional.pad(x, (0, T - x.shape[1]))  # noqa: E731
-        ids = torch.cat([pad(batch.input_ids), pad(batch.masked_input_ids)])
-        mask = torch.cat([pad(batch.attention_mask), pad(batch.masked_attention_mask)])
+        ids = torch.cat([batch.input_ids, batch.masked_input_ids])
+        mask = torch.cat([batch.attention_mask, batch.masked_attention_mask])
         start = time.perf_counter()
         model(input_ids=ids, attention_mask=mask).last_hidden_state.sum().backward()
         model.zero_grad(set_to_none=True)

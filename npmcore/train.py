@@ -117,14 +117,12 @@ def batch_loss(model: torch.nn.Module, batch: MaskedBatch, objective: Objective)
     if B % world:
         raise ValueError(f"batch of {B} sequences does not split over {world} ranks")
     lo, hi = rank * B // world, (rank + 1) * B // world
-    T = max(batch.input_ids.shape[1], batch.masked_input_ids.shape[1])
-    ids = torch.cat([_pad(batch.input_ids[lo:hi], T, 0), _pad(batch.masked_input_ids[lo:hi], T, 0)])  # (2b, T)
-    mask = torch.cat([_pad(batch.attention_mask[lo:hi], T, 0), _pad(batch.masked_attention_mask[lo:hi], T, 0)])
+    ids = torch.cat([batch.input_ids[lo:hi], batch.masked_input_ids[lo:hi]])  # (2b, T): masking pads both to T
+    mask = torch.cat([batch.attention_mask[lo:hi], batch.masked_attention_mask[lo:hi]])
     hidden = model(input_ids=ids, attention_mask=mask).last_hidden_state  # (2b, T, d)
     keys, queries = hidden[: hi - lo], hidden[hi - lo :]  # (b, T, d) each
     if world > 1:
         keys = torch.cat(dist_fn.all_gather(keys.contiguous()))  # (B, T, d), differentiable
-    keys = keys[:, : batch.input_ids.shape[1]]
     mine = (batch.span_seq >= lo) & (batch.span_seq < hi)  # spans whose queries this rank encoded
     if not bool(mine.any()):  # nothing to predict here; still take part in the gradient all-reduce
         return hidden.sum() * 0.0, {"start_acc": torch.tensor(0.0), "end_acc": torch.tensor(0.0)}
@@ -143,10 +141,6 @@ def batch_loss(model: torch.nn.Module, batch: MaskedBatch, objective: Objective)
     # so that the average of the ranks' gradients equals the gradient of the single-process global loss.
     n_local, n_all = int(mine.sum()), batch.span_seq.numel()
     return loss * (n_local / n_all) * world, stats
-
-
-def _pad(x: Tensor, length: int, value: int) -> Tensor:
-    return torch.nn.functional.pad(x, (0, length - x.shape[1]), value=value)
 
 
 # --- the loop -------------------------------------------------------------------------
