@@ -201,11 +201,11 @@ def train(
         on_step: called on rank 0 after every optimizer step (metrics logging, progress).
         stop_after: stop after this step without finishing (to test interruption).
     """
-    validate(config)
+    corpus = validate(config)
     rank, world = _rank_world()
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
     tokenizer, model = load_encoder(config.encoder)
-    check_lengths(config, model)
+    check_lengths(config, corpus, model)
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
@@ -262,18 +262,19 @@ def masked_fraction(batch: MaskedBatch) -> float:
     return float(batch.span_len.sum()) / max(1, real)
 
 
-def validate(config: TrainConfig) -> None:
+def validate(config: TrainConfig) -> Manifest:
+    """Check the config; returns the corpus manifest (a clear error if it is not a snapshot)."""
     if config.steps < 1 or config.batch_size < 2:
         raise ValueError(f"need steps >= 1 and batch_size >= 2, got steps={config.steps}, batch_size={config.batch_size}")
     if config.batch_size % config.grad_accum:
         raise ValueError(f"batch_size {config.batch_size} is not a multiple of grad_accum {config.grad_accum}")
-    open_snapshot(config.corpus, verify=False)  # a clear error if the corpus is not a snapshot
+    return open_snapshot(config.corpus, verify=False)
 
 
-def check_lengths(config: TrainConfig, model: PreTrainedModel) -> None:
+def check_lengths(config: TrainConfig, corpus: Manifest, model: PreTrainedModel) -> None:
     """Masked sequences grow by one token per one-token span: they must still fit the encoder."""
     positions = model.config.max_position_embeddings - (2 if "roberta" in model.config.model_type else 0)
-    longest = int(open_snapshot(config.corpus, verify=False).config["max_tokens"])
+    longest = int(corpus.config["max_tokens"])
     masked = longest + math.ceil(longest * config.masking.ratio)
     if masked > positions:
         raise ValueError(
@@ -305,17 +306,30 @@ def save_checkpoint(run_dir: str, config: TrainConfig, step: int, model, optimiz
         return writer.commit(manifest)
 
 
-def resume(run_dir: str, config: TrainConfig, model, optimizer, scheduler, scaler) -> int:
-    """Load the newest checkpoint of ``run_dir`` (if any) into the objects; returns its step."""
+def newest_checkpoint(run_dir: str) -> tuple[str, Manifest] | None:
+    """URL and manifest of the newest checkpoint of a run, checksums verified (a corrupted
+    checkpoint is an error, not a silent restart); None when the run has none."""
     found = list_snapshots(run_dir, CHECKPOINTS)
     if not found:
-        return 0
-    url, manifest = max(found, key=lambda item: item[1].counts["step"])
-    open_snapshot(url)  # checksums: a corrupted checkpoint is an error, not a silent restart
-    if manifest.config != json.loads(json.dumps(asdict(config))):
-        raise ValueError(f"checkpoint {url} was made with another config; use a new run folder")
+        return None
+    url, _ = max(found, key=lambda item: item[1].counts["step"])
+    return url, open_snapshot(url)
+
+
+def load_weights(url: str, model: PreTrainedModel) -> None:
     with fsspec.open(join(url, "model.pt"), "rb") as f:
         model.load_state_dict(torch.load(f, map_location="cpu"))
+
+
+def resume(run_dir: str, config: TrainConfig, model, optimizer, scheduler, scaler) -> int:
+    """Load the newest checkpoint of ``run_dir`` (if any) into the objects; returns its step."""
+    newest = newest_checkpoint(run_dir)
+    if newest is None:
+        return 0
+    url, manifest = newest
+    if manifest.config != json.loads(json.dumps(asdict(config))):
+        raise ValueError(f"checkpoint {url} was made with another config; use a new run folder")
+    load_weights(url, model)
     with fsspec.open(join(url, "trainer.pt"), "rb") as f:
         state = torch.load(f, map_location="cpu")
     optimizer.load_state_dict(state["optimizer"])
@@ -348,16 +362,14 @@ def retrieval_accuracy(
 
 def load_trained(run_dir: str) -> tuple[PreTrainedTokenizerFast, PreTrainedModel, TrainConfig]:
     """Tokenizer, encoder and config of the newest (verified) checkpoint of a run."""
-    found = list_snapshots(run_dir, CHECKPOINTS)
-    if not found:
+    newest = newest_checkpoint(run_dir)
+    if newest is None:
         raise ValueError(f"no checkpoint in {run_dir}/{CHECKPOINTS}")
-    url, manifest = max(found, key=lambda item: item[1].counts["step"])
-    open_snapshot(url)
+    url, manifest = newest
     raw = dict(manifest.config)
     config = TrainConfig(**{**raw, "masking": MaskingConfig(**raw["masking"])})
     tokenizer, model = load_encoder(config.encoder)
-    with fsspec.open(join(url, "model.pt"), "rb") as f:
-        model.load_state_dict(torch.load(f, map_location="cpu"))
+    load_weights(url, model)
     return tokenizer, model.eval(), config
 
 
