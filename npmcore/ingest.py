@@ -19,10 +19,11 @@ from typing import Literal
 import fsspec
 import pyarrow as pa
 import pyarrow.parquet as pq
-from distributed import Client, as_completed
+from distributed import Client
 from fsspec.utils import infer_compression, seek_delimiter
 
 from npmcore.blocks import split_document
+from npmcore.cluster import map_bounded
 from npmcore.corpus import (
     Document, Format, CorpusError, WikiPage, detect_format, iter_wiki_pages, read_jsonl,
     read_lines, read_wikiextractor, source_name, wiki_documents,
@@ -179,24 +180,6 @@ def write_shard(part: Partition, staging: str, encoder: str | None, max_tokens: 
     return ShardResult(part.index, path, FileEntry(sha256_bytes(data), len(data)), docs, empty, len(rows["block_id"]), tokens)
 
 
-def _map(fn: Callable[[Partition], ShardResult], parts: Iterator[Partition], client: Client | None) -> Iterator[ShardResult]:
-    """Run ``fn`` over partitions: in this process, or on Dask with a bounded number in flight."""
-    if client is None:
-        yield from map(fn, parts)
-        return
-    max_in_flight = 2 * max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
-    pending = as_completed()
-    try:
-        for part in parts:
-            pending.add(client.submit(fn, part, pure=False))
-            while pending.count() >= max_in_flight:
-                yield next(pending).result()
-        for future in pending:
-            yield future.result()
-    finally:  # on an error, stop what is still queued before the staging area is removed
-        client.cancel(list(pending.futures))
-
-
 def ingest(
     inputs: list[str],
     store: str,
@@ -236,7 +219,7 @@ def ingest(
     with SnapshotWriter(store, KIND, snap_id) as writer:
         fn = functools.partial(write_shard, staging=writer.url("").rstrip("/"), encoder=config.encoder, max_tokens=config.max_tokens)
         results = []
-        for result in _map(fn, plan_partitions(files, formats, config), client):
+        for result in map_bounded(fn, plan_partitions(files, formats, config), client):
             results.append(result)
             if on_shard is not None:
                 on_shard(result)

@@ -100,18 +100,19 @@ class SnapshotWriter:
 
     Files are written with :meth:`url` (the writer or Dask workers write them) and
     registered with :meth:`add`; :meth:`commit` writes the manifest and publishes the
-    folder. Leaving the ``with`` block without a commit removes what was written.
+    folder. Leaving the ``with`` block without a commit removes what was written, unless
+    the writer is ``resumable``: then the staging folder has a fixed name
+    (``.partial-{id}``) and is kept, so a later writer of the same snapshot finds the
+    pieces that were finished (each piece marks itself done; see ``npmcore.datastore``).
     """
 
-    def __init__(self, store: str, kind: str, snap_id: str):
+    def __init__(self, store: str, kind: str, snap_id: str, resumable: bool = False):
         self.final = snapshot_url(store, kind, snap_id)
         self.fs, _ = fsspec.core.url_to_fs(self.final)
         self.atomic_rename = isinstance(self.fs, LocalFileSystem)
-        self.staging = (
-            join(store, kind, f".tmp-{snap_id}-{uuid.uuid4().hex[:8]}")
-            if self.atomic_rename
-            else self.final
-        )
+        name = f".partial-{snap_id}" if resumable else f".tmp-{snap_id}-{uuid.uuid4().hex[:8]}"
+        self.staging = join(store, kind, name) if self.atomic_rename else self.final
+        self.resumable = resumable
         self.files: dict[str, FileEntry] = {}
         self.committed = False
 
@@ -120,7 +121,8 @@ class SnapshotWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        if not self.committed and self.fs.exists(self.staging):
+        """Without a commit, remove what was written; a resumable writer keeps it for the next try."""
+        if not self.committed and not self.resumable and self.fs.exists(self.staging):
             self.fs.rm(self.staging, recursive=True)
 
     def url(self, relpath: str) -> str:

@@ -1,0 +1,227 @@
+"""Datastore: a vector for every content token of a corpus snapshot, embedded shard by shard.
+
+Every block of the corpus goes through the encoder once (batches of similar length, no
+gradients); the vectors of its content tokens (the special tokens the tokenizer adds
+around a text are dropped) are kept in float16. One datastore shard per corpus shard,
+columnar and memory-mappable, no per-token Python objects::
+
+    {store}/datastore/{id}/manifest.json
+    {store}/datastore/{id}/shards/part-00000/vectors.npy   (n, d) float16: E(c) of each content token
+    {store}/datastore/{id}/shards/part-00000/tokens.npy    (n,) int32: its token id
+    {store}/datastore/{id}/shards/part-00000/offsets.npy   (blocks + 1,) int64: block b is rows offsets[b]:offsets[b+1]
+    {store}/datastore/{id}/shards/part-00000.json          the shard's marker: file checksums and counts
+
+Blocks keep the corpus shard's order, so a token's block and position follow from the
+offsets. The build is resumable: shards are written into ``.partial-{id}`` (kept when a
+build dies), a shard is finished once its marker is written (last), and a re-run skips
+finished shards. The snapshot id is a digest of the corpus id, the encoder's weights and
+the batching, so a different encoder can never be mixed into an existing datastore.
+"""
+
+import functools
+import io
+import json
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass
+
+import fsspec
+import numpy as np
+import torch
+from distributed import Client
+from fsspec.implementations.local import LocalFileSystem
+
+from npmcore.cluster import map_bounded
+from npmcore.encoder import cached_encoder, encode, encoder_fingerprint, special_frame
+from npmcore.ingest import KIND as CORPUS, read_shard
+from npmcore.storage import (
+    FileEntry, Manifest, SnapshotError, SnapshotWriter, join, open_snapshot, read_manifest, sha256_bytes, snapshot_id,
+    snapshot_url,
+)
+
+log = logging.getLogger(__name__)
+
+KIND = "datastore"
+ARRAYS = ("vectors", "tokens", "offsets")
+
+
+@dataclass(frozen=True)
+class DatastorePlan:
+    """Everything a worker needs to embed one shard (small and picklable)."""
+
+    id: str
+    store: str
+    corpus: str  # corpus snapshot URL
+    encoder: str | None  # encoder path or name; None = the default MiniLM-L6
+    fingerprint: str  # of the encoder's weights
+    dim: int
+    batch_tokens: int  # padded tokens per forward batch
+    shards: tuple[tuple[str, FileEntry], ...]  # corpus shard path and checksum, in order
+
+    @property
+    def staging(self) -> str:
+        return SnapshotWriter(self.store, KIND, self.id, resumable=True).staging
+
+
+@dataclass(frozen=True)
+class ShardResult:
+    name: str  # "part-00000"
+    files: dict[str, FileEntry]  # relative to the snapshot
+    blocks: int
+    tokens: int
+
+
+def plan_datastore(corpus: str, store: str, encoder: str | None = None, batch_tokens: int = 8192) -> DatastorePlan:
+    """Check the corpus and the encoder and fix the datastore's id (loads the encoder once)."""
+    manifest = read_manifest(corpus)
+    if manifest.kind != CORPUS:
+        raise ValueError(f"{corpus} is a {manifest.kind!r} snapshot, not a corpus snapshot")
+    if batch_tokens < 512:
+        raise ValueError(f"batch_tokens must be >= 512, got {batch_tokens}")
+    tokenizer, model = cached_encoder(encoder)
+    fingerprint = encoder_fingerprint(model)
+    config = {"corpus": manifest.id, "encoder": fingerprint, "batch_tokens": batch_tokens, "dtype": "float16"}
+    return DatastorePlan(
+        id=snapshot_id(KIND, [{"corpus": manifest.id}], config), store=store, corpus=corpus, encoder=encoder,
+        fingerprint=fingerprint, dim=model.config.hidden_size, batch_tokens=batch_tokens,
+        shards=tuple(sorted(manifest.files.items())),
+    )
+
+
+def shard_name(corpus_path: str) -> str:
+    """``blocks/part-00003.parquet`` -> ``part-00003``."""
+    return corpus_path.rsplit("/", 1)[-1].removesuffix(".parquet")
+
+
+def embed_shard(plan: DatastorePlan, index: int) -> ShardResult:
+    """Embed corpus shard ``index`` into the staging area (skipped when already done); runs on a worker."""
+    path, entry = plan.shards[index]
+    name = shard_name(path)
+    marker = join(plan.staging, "shards", f"{name}.json")
+    fs, _ = fsspec.core.url_to_fs(marker)
+    if fs.exists(marker):
+        with fsspec.open(marker, "r") as f:
+            done = json.load(f)
+        log.info("datastore shard %s already embedded; skipped", name)
+        return ShardResult(name, {k: FileEntry(**v) for k, v in done["files"].items()}, done["blocks"], done["tokens"])
+    _use_worker_threads()
+    tokenizer, model = cached_encoder(plan.encoder)
+    sequences = read_shard(plan.corpus, path, entry, ["token_ids"]).column("token_ids").to_pylist()
+    before, after = special_frame(tokenizer)
+    hidden = encode(model, tokenizer, sequences, plan.batch_tokens)
+    lengths = np.array([len(s) - before - after for s in sequences], dtype=np.int64)
+    arrays = {
+        "vectors": np.concatenate([h[before : len(h) - after] for h in hidden]).astype(np.float16).reshape(-1, plan.dim),
+        "tokens": np.fromiter((t for s in sequences for t in s[before : len(s) - after]), dtype=np.int32, count=int(lengths.sum())),
+        "offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+    }
+    files = {}
+    for key, array in arrays.items():
+        buf = io.BytesIO()
+        np.save(buf, array)
+        relpath = f"shards/{name}/{key}.npy"
+        with fsspec.open(join(plan.staging, relpath), "wb") as f:
+            f.write(buf.getvalue())
+        files[relpath] = FileEntry(sha256_bytes(buf.getvalue()), len(buf.getvalue()))
+    result = ShardResult(name, files, len(sequences), int(lengths.sum()))
+    with fsspec.open(marker, "w") as f:  # last: the shard counts as done only now
+        json.dump({"files": {k: asdict(v) for k, v in files.items()}, "blocks": result.blocks, "tokens": result.tokens}, f)
+    return result
+
+
+def _use_worker_threads() -> None:
+    """On a Dask worker, let torch use as many threads as the worker has (not every core)."""
+    try:
+        from distributed import get_worker
+
+        torch.set_num_threads(get_worker().state.nthreads)
+    except ValueError:  # not on a worker
+        pass
+
+
+def commit_datastore(plan: DatastorePlan, results: list[ShardResult]) -> str:
+    """Write the manifest of a datastore whose shards are all embedded; returns its URL."""
+    by_name = {r.name: r for r in results}
+    missing = [shard_name(p) for p, _ in plan.shards if shard_name(p) not in by_name]
+    if missing:
+        raise SnapshotError(f"datastore {plan.id}: shards {missing[:5]} were not embedded")
+    with SnapshotWriter(plan.store, KIND, plan.id, resumable=True) as writer:
+        for r in results:
+            for relpath, entry in r.files.items():
+                writer.add(relpath, entry)
+        ordered = [by_name[shard_name(p)] for p, _ in plan.shards]
+        manifest = Manifest(
+            kind=KIND, id=plan.id, inputs=[{"corpus": plan.corpus, "corpus_id": read_manifest(plan.corpus).id}],
+            config={
+                "encoder": plan.encoder or "default", "encoder_fingerprint": plan.fingerprint, "dim": plan.dim,
+                "batch_tokens": plan.batch_tokens, "dtype": "float16",
+                "shards": [r.name for r in ordered], "shard_tokens": [r.tokens for r in ordered],
+                "shard_blocks": [r.blocks for r in ordered],
+            },
+            counts={"blocks": sum(r.blocks for r in results), "tokens": sum(r.tokens for r in results), "shards": len(results)},
+            files=dict(writer.files),
+        )
+        return writer.commit(manifest)
+
+
+def existing_datastore(plan: DatastorePlan) -> str | None:
+    """URL of the finished, verified datastore of ``plan``, if there is one."""
+    url = snapshot_url(plan.store, KIND, plan.id)
+    try:
+        open_snapshot(url)
+    except SnapshotError:
+        return None
+    return url
+
+
+def build_datastore(
+    corpus: str,
+    store: str,
+    encoder: str | None = None,
+    client: Client | None = None,
+    batch_tokens: int = 8192,
+    on_shard: Callable[[ShardResult], None] | None = None,
+) -> str:
+    """Embed every block of ``corpus`` (on the Dask cluster of ``client``, or here); returns
+    the datastore URL. A finished datastore is reused; an unfinished one is resumed."""
+    plan = plan_datastore(corpus, store, encoder, batch_tokens)
+    if url := existing_datastore(plan):
+        log.info("datastore %s already exists; nothing to do", url)
+        return url
+    results = []
+    for result in map_bounded(functools.partial(embed_shard, plan), range(len(plan.shards)), client):
+        results.append(result)
+        if on_shard is not None:
+            on_shard(result)
+    return commit_datastore(plan, results)
+
+
+def shard_arrays(url: str, name: str, files: dict[str, FileEntry] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of one datastore shard: memory-mapped when local, read otherwise; with
+    ``files`` (the manifest's entries) the sizes are checked (checksums: :func:`open_snapshot`)."""
+    arrays = {}
+    for key in ARRAYS:
+        relpath = f"shards/{name}/{key}.npy"
+        full = join(url, relpath)
+        fs, path = fsspec.core.url_to_fs(full)
+        if not fs.exists(path):
+            raise SnapshotError(f"datastore {url}: file {relpath} is missing")
+        if files is not None and fs.size(path) != files[relpath].bytes:
+            raise SnapshotError(f"datastore {url}: {relpath} has {fs.size(path)} bytes, the manifest says {files[relpath].bytes}")
+        if isinstance(fs, LocalFileSystem):
+            arrays[key] = np.load(path, mmap_mode="r")
+        else:
+            with fs.open(path, "rb") as f:
+                arrays[key] = np.load(io.BytesIO(f.read()))
+    return arrays
+
+
+def iter_shards(url: str) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """(first global token id, arrays) of each shard of a datastore, in order."""
+    manifest = read_manifest(url)
+    if manifest.kind != KIND:
+        raise ValueError(f"{url} is a {manifest.kind!r} snapshot, not a datastore")
+    first = 0
+    for name, tokens in zip(manifest.config["shards"], manifest.config["shard_tokens"], strict=True):
+        yield first, shard_arrays(url, name, manifest.files)
+        first += tokens

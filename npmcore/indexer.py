@@ -1,0 +1,230 @@
+"""Index snapshots: everything NPM inference reads, built from a datastore.
+
+Layout ({store}/index/{id}/), all of it needed at query time and nothing more::
+
+    manifest.json   config: factory, search parameters, datastore / corpus / encoder lineage
+    index.faiss     FAISS index of every content token under its global id (inner product)
+    index.ivfdata   the inverted lists, memory-mapped (only with ``on_disk``)
+    tokens.npy      (N,) token id of every content token (uint16 when the vocabulary fits)
+    offsets.npy     (blocks + 1,) int64: block b holds global ids offsets[b]:offsets[b+1]
+    bm25/…          Lucene index of the blocks (doc id = global block number), for the
+                    BM25-restricted open-set mode
+
+The index and its datastore and corpus live in the same store; the block texts (for
+evidence) are read from the corpus snapshot. The id is a digest of the datastore id and
+the index config: the same datastore and config give the same snapshot.
+"""
+
+import functools
+import logging
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import faiss
+import fsspec
+import numpy as np
+from distributed import Client
+
+from npmcore import bm25
+from npmcore.blocks import encoder_input
+from npmcore.cluster import map_bounded
+from npmcore.datastore import KIND as DATASTORE, iter_shards, shard_arrays
+from npmcore.index import add_all, add_shard, default_factory, finalize, is_ivf, merge_ivf, train_index
+from npmcore.ingest import read_blocks
+from npmcore.storage import (
+    Manifest, SnapshotError, SnapshotWriter, join, open_snapshot, read_manifest, sha256_file, snapshot_id,
+    snapshot_url,
+)
+
+log = logging.getLogger(__name__)
+
+KIND = "index"
+
+
+@dataclass(frozen=True)
+class IndexConfig:
+    factory: str | None = None  # FAISS index-factory string; None = default_factory(d, tokens): IVF-PQ, <= 64 B/token
+    search_params: str | None = None  # default FAISS search parameters stored with the index; None = nprobe for IVF
+    train_size: int = 100_000  # vectors sampled evenly over the datastore to train the index
+    on_disk: bool = False  # IVF only: merge the inverted lists into a memory-mapped index.ivfdata
+    bm25: bool = True  # also build the BM25 (Lucene) index used by the restricted open-set mode
+
+
+@dataclass(frozen=True)
+class IndexPlan:
+    id: str
+    store: str
+    datastore: str
+    factory: str
+    search_params: str
+    config: IndexConfig
+
+    @property
+    def staging(self) -> str:
+        return SnapshotWriter(self.store, KIND, self.id, resumable=True).staging
+
+
+def store_root(snapshot: str) -> str:
+    """``{store}/{kind}/{id}`` -> ``{store}``."""
+    return snapshot.rstrip("/").rsplit("/", 2)[0]
+
+
+def plan_index(datastore: str, config: IndexConfig = IndexConfig()) -> IndexPlan:
+    manifest = read_manifest(datastore)
+    if manifest.kind != DATASTORE:
+        raise ValueError(f"{datastore} is a {manifest.kind!r} snapshot, not a datastore")
+    if config.on_disk and config.factory is not None and "IVF" not in config.factory:
+        raise ValueError(f"on_disk needs an IVF index, got factory {config.factory!r}")
+    factory = config.factory or default_factory(manifest.config["dim"], manifest.counts["tokens"])
+    search_params = config.search_params if config.search_params is not None else _default_search_params(factory)
+    id_config = {**asdict(config), "factory": factory, "search_params": search_params}
+    snap_id = snapshot_id(KIND, [{"datastore": manifest.id}], id_config)
+    return IndexPlan(snap_id, store_root(datastore), datastore, factory, search_params, config)
+
+
+def _default_search_params(factory: str) -> str:
+    """IVF: probe 1/8 of the lists (at least 16); HNSW: efSearch 128; others: none."""
+    for part in factory.split(","):
+        if part.startswith("IVF"):
+            nlist = int("".join(c for c in part[3:] if c.isdigit()) or 1)
+            return f"nprobe={min(nlist, max(16, nlist // 8))}"
+        if part.startswith("HNSW"):
+            return "efSearch=128"
+    return ""
+
+
+def training_sample(datastore: str, n: int, seed: int = 0) -> np.ndarray:
+    """(min(n, N), d) float32 vectors drawn uniformly without replacement from the whole datastore."""
+    manifest = read_manifest(datastore)
+    total = manifest.counts["tokens"]
+    pick = np.sort(np.random.default_rng(seed).choice(total, size=min(n, total), replace=False))
+    parts = []
+    for first, arrays in iter_shards(datastore):
+        vectors = arrays["vectors"]
+        mine = pick[(pick >= first) & (pick < first + len(vectors))] - first
+        parts.append(np.asarray(vectors[mine], dtype=np.float32))
+    return np.concatenate(parts)
+
+
+def _shard_index(trained: bytes, datastore: str, name: str, first: int, out: str) -> str:
+    """Add one datastore shard to a copy of the trained IVF index; write it to ``out`` (runs on a worker)."""
+    vectors = shard_arrays(datastore, name, read_manifest(datastore).files)["vectors"]
+    index = add_shard(faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8)), vectors, first)
+    with fsspec.open(out, "wb") as f:
+        f.write(faiss.serialize_index(index).tobytes())
+    return out
+
+
+def build_faiss(plan: IndexPlan, workdir: Path, client: Client | None) -> list[Path]:
+    """Train, fill and write the FAISS index into the local folder ``workdir``; returns the files."""
+    manifest = read_manifest(plan.datastore)
+    if manifest.counts["tokens"] == 0:
+        raise ValueError(f"datastore {plan.datastore} has no tokens")
+    trained = train_index(plan.factory, training_sample(plan.datastore, plan.config.train_size))
+    names, firsts = manifest.config["shards"], np.cumsum([0, *manifest.config["shard_tokens"][:-1]]).tolist()
+    if is_ivf(trained):  # shards are added in parallel, then merged
+        blob = faiss.serialize_index(trained).tobytes()
+        parts = join(plan.staging, "ivf-shards")
+        jobs = [(name, first, join(parts, f"{name}.faiss")) for name, first in zip(names, firsts, strict=True)]
+        fn = functools.partial(_run_shard_job, blob, plan.datastore)
+        shard_urls = sorted(map_bounded(fn, jobs, client))
+        local = [_local_copy(url, workdir / "ivf-shards") for url in shard_urls]
+        ivfdata = workdir / "index.ivfdata" if plan.config.on_disk else None
+        index = merge_ivf(trained, [str(p) for p in local], str(ivfdata) if ivfdata else None)
+        shutil.rmtree(workdir / "ivf-shards")
+        fs, path = fsspec.core.url_to_fs(parts)
+        fs.rm(path, recursive=True)
+    else:
+        index = add_all(trained, [(first, arrays["vectors"]) for first, arrays in iter_shards(plan.datastore)])
+    if index.ntotal != manifest.counts["tokens"]:
+        raise SnapshotError(f"index holds {index.ntotal} vectors, the datastore {manifest.counts['tokens']}")
+    faiss.write_index(finalize(index), str(workdir / "index.faiss"))
+    return [workdir / "index.faiss", *([workdir / "index.ivfdata"] if plan.config.on_disk else [])]
+
+
+def _run_shard_job(trained: bytes, datastore: str, job: tuple[str, int, str]) -> str:
+    name, first, out = job
+    return _shard_index(trained, datastore, name, first, out)
+
+
+def _local_copy(url: str, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / url.rsplit("/", 1)[-1]
+    with fsspec.open(url, "rb") as src, open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return target
+
+
+def token_arrays(datastore: str, vocab_size: int) -> dict[str, np.ndarray]:
+    """tokens (N,) and offsets (blocks + 1,) of the whole datastore in global order."""
+    dtype = np.uint16 if vocab_size <= 1 << 16 else np.int32
+    tokens, offsets = [], [np.zeros(1, dtype=np.int64)]
+    for first, arrays in iter_shards(datastore):
+        tokens.append(np.asarray(arrays["tokens"]).astype(dtype))
+        offsets.append(np.asarray(arrays["offsets"][1:]) + first)
+    return {"tokens": np.concatenate(tokens), "offsets": np.concatenate(offsets)}
+
+
+def corpus_of(datastore: str) -> str:
+    """The corpus snapshot a datastore was embedded from (in the same store)."""
+    return snapshot_url(store_root(datastore), "corpus", read_manifest(datastore).inputs[0]["corpus_id"])
+
+
+def passages(corpus: str):
+    """(global block number, passage text) of every block, in global order (the BM25 documents)."""
+    number = 0
+    for table in read_blocks(corpus, columns=["title", "text"]):
+        for title, text in zip(table.column("title").to_pylist(), table.column("text").to_pylist(), strict=True):
+            yield str(number), encoder_input(title, text)
+            number += 1
+
+
+def build_index(datastore: str, config: IndexConfig = IndexConfig(), client: Client | None = None) -> str:
+    """Build (or reuse) the index snapshot of ``datastore``; returns its URL."""
+    plan = plan_index(datastore, config)
+    url = snapshot_url(plan.store, KIND, plan.id)
+    try:
+        open_snapshot(url, verify=False)
+        log.info("index %s already exists; nothing to do", url)
+        return url
+    except SnapshotError:
+        pass
+    ds = open_snapshot(datastore)  # every shard verified once before it is indexed
+    from npmcore.encoder import load_tokenizer
+
+    vocab_size = len(load_tokenizer(None if ds.config["encoder"] == "default" else ds.config["encoder"]))
+    with tempfile.TemporaryDirectory(prefix="npm-index-") as tmp, SnapshotWriter(plan.store, KIND, plan.id, resumable=True) as writer:
+        workdir = Path(tmp)
+        files = build_faiss(plan, workdir, client)
+        for key, array in token_arrays(datastore, vocab_size).items():
+            np.save(workdir / f"{key}.npy", array)
+            files.append(workdir / f"{key}.npy")
+        if config.bm25:
+            bm25.build_index(passages(corpus_of(datastore)), str(workdir / "bm25"))
+            files.extend(sorted(p for p in (workdir / "bm25").iterdir() if p.is_file()))
+        for path in files:
+            relpath = str(path.relative_to(workdir))
+            with open(path, "rb") as src, fsspec.open(writer.url(relpath), "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            writer.add(relpath, sha256_file(str(path)))
+        manifest = Manifest(
+            kind=KIND, id=plan.id,
+            inputs=[{"datastore": datastore, "datastore_id": ds.id, "corpus_id": ds.inputs[0]["corpus_id"]}],
+            config={
+                "factory": plan.factory, "search_params": plan.search_params, "on_disk": config.on_disk,
+                "train_size": config.train_size, "bm25": config.bm25, "dim": ds.config["dim"],
+                "encoder": ds.config["encoder"], "encoder_fingerprint": ds.config["encoder_fingerprint"],
+                "shard_blocks": ds.config["shard_blocks"],
+            },
+            counts={"tokens": ds.counts["tokens"], "blocks": ds.counts["blocks"]},
+            files=dict(writer.files),
+        )
+        return writer.commit(manifest)
+
+
+def index_bytes(url: str) -> int:
+    """Bytes of every file of an index snapshot (all are read at query time)."""
+    return sum(entry.bytes for entry in read_manifest(url).files.values())
+

@@ -1,0 +1,322 @@
+"""NPM inference over an index snapshot: phrase prediction, NPM single, closed-set labels.
+
+A query holds exactly one ``[MASK]`` (whatever the encoder's own mask token is). For
+NPM it becomes two mask tokens ``[MASKs][MASKe]`` whose output vectors are q_start and
+q_end; for NPM single one mask token and one vector q. Similarity is the scaled inner
+product ``q·E(c) / sqrt(d)``.
+
+* :meth:`NPM.predict` (open-set, NPM): top-k tokens for q_start and for q_end from the
+  FAISS index, candidate spans around them (:mod:`npmcore.phrases`), each candidate's
+  first and last token rescored from the index, phrases ranked by summed exp scores.
+  With ``restrict`` the search space is instead every token of the top BM25 passages,
+  encoded again by the encoder and scored exactly (the paper's open-set setting).
+* :meth:`NPM.predict_tokens` (open-set, NPM single): distinct token ids ranked by the
+  summed exp scores of their retrieved occurrences.
+* :meth:`NPM.classify` (closed-set): each label scores the exp similarities of the
+  retrieved tokens that are its verbalizer words; NPM queries with q_start + q_end
+  (the sum of the start and end similarities).
+"""
+
+import logging
+import math
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import faiss
+import fsspec
+import numpy as np
+from fsspec.implementations.local import LocalFileSystem
+
+from npmcore import bm25
+from npmcore.blocks import encoder_input
+from npmcore.encoder import cached_encoder, encode, encoder_fingerprint, special_frame
+from npmcore.index import read_index, reconstruct, search, set_search_params, to_gpu
+from npmcore.indexer import KIND, store_root
+from npmcore.ingest import read_shard
+from npmcore.masking import vocab_tables
+from npmcore.phrases import Corpus, candidate_spans, label_scores, score_phrases, score_tokens
+from npmcore.storage import Manifest, join, open_snapshot, read_manifest, snapshot_url
+
+log = logging.getLogger(__name__)
+
+MASK = "[MASK]"  # the mask marker of queries, for every encoder
+
+
+class QueryError(ValueError):
+    """A query cannot be answered as written (no or several masks, too long)."""
+
+
+@dataclass(frozen=True)
+class InferenceConfig:
+    k: int = 4096  # tokens retrieved per query vector (paper: 4096)
+    l_max: int = 10  # longest phrase in tokens (paper: 10; 20 for scripts split into many pieces)
+    tau: float = 1.0  # temperature of exp(sim / tau); paper: 5 for closed-set tasks
+    restrict: bool = True  # open-set: search only the top BM25 passages, scored exactly (paper)
+    passages: int = 3  # BM25 passages searched when restricted (paper: 3)
+    search_params: str | None = None  # FAISS search parameters ("nprobe=64"); None = the index's default
+    answers: int = 5  # answers returned per query
+    evidence: int = 3  # evidence passages per answer
+
+
+@dataclass(frozen=True)
+class Evidence:
+    block: int  # global block number
+    first: int  # global id of the span's first token
+    last: int  # and of its last token (inclusive)
+    score: float  # the position's normalised share of the query's candidate scores
+
+
+@dataclass(frozen=True)
+class Answer:
+    text: str
+    token_ids: tuple[int, ...]
+    score: float  # normalised: the answers of all candidates of a query sum to 1
+    evidence: tuple[Evidence, ...]  # best first
+
+
+@dataclass(frozen=True)
+class Passage:
+    block_id: str  # "{doc_id}#{block_index}"
+    title: str
+    text: str  # the passage as the encoder saw it: "{title}. {block text}"
+    token_chars: list[tuple[int, int]]  # character span in ``text`` of each content token
+
+
+class NPM:
+    """An index snapshot opened for queries, with its encoder.
+
+    Args:
+        index_url: an index snapshot (local or remote; remote ones are copied to ``cache``).
+        encoder: encoder path or name; None = the one the index was built with. An encoder
+            whose weights differ from the index's is refused.
+        cache: local folder for copies of remote snapshots.
+    """
+
+    def __init__(self, index_url: str, encoder: str | None = None, cache: str | None = None):
+        self.manifest = _open_index(index_url)
+        self.url = index_url
+        local = _local_folder(index_url, self.manifest, cache)
+        source = encoder if encoder is not None else (None if self.manifest.config["encoder"] == "default" else self.manifest.config["encoder"])
+        self.tokenizer, self.model = cached_encoder(source)
+        found = encoder_fingerprint(self.model)
+        if found != self.manifest.config["encoder_fingerprint"]:
+            raise ValueError(
+                f"index {index_url} was built with encoder {self.manifest.config['encoder']!r} "
+                f"(weights {self.manifest.config['encoder_fingerprint']}), but encoder {source or 'default'!r} "
+                f"has weights {found}: build an index with this encoder (npmcore index --model …)"
+            )
+        self.index = read_index(str(local / "index.faiss"))
+        set_search_params(self.index, self.manifest.config["search_params"])
+        self.search_index = to_gpu(self.index)
+        self.corpus = Corpus(
+            tokens=np.load(local / "tokens.npy", mmap_mode="r"),
+            offsets=np.load(local / "offsets.npy"),
+            tables=vocab_tables(self.tokenizer),
+        )
+        self.bm25_dir = local / "bm25" if self.manifest.config["bm25"] else None
+        self._bm25: bm25.BM25Searcher | None = None
+        self.scale = 1.0 / math.sqrt(self.index.d)
+        self._frame = special_frame(self.tokenizer)
+        self._passages: dict[int, list[tuple[str, str, str]]] = {}
+
+    # --- queries ------------------------------------------------------------------------
+
+    def encode_queries(self, queries: list[str], masks: int) -> np.ndarray:
+        """(len(queries), masks, d) output vectors at the mask tokens of each query."""
+        sequences = [self._query_ids(q, masks) for q in queries]
+        hidden = encode(self.model, self.tokenizer, sequences)
+        mask_id = self.tokenizer.mask_token_id
+        return np.stack([h[np.flatnonzero(np.asarray(s) == mask_id)] for h, s in zip(hidden, sequences, strict=True)])
+
+    def _query_ids(self, query: str, masks: int) -> list[int]:
+        count = query.count(MASK)
+        if count != 1:
+            raise QueryError(f"a query needs exactly one {MASK}, found {count} in {query!r}")
+        own = self.tokenizer.mask_token
+        if own != MASK and own in query:
+            raise QueryError(f"write the mask as {MASK}, not {own!r}: {query!r}")
+        ids = self.tokenizer(query.replace(MASK, own * masks))["input_ids"]
+        limit = self.tokenizer.model_max_length
+        if len(ids) > limit:
+            raise QueryError(f"query of {len(ids)} tokens is longer than the encoder's limit of {limit}: {query[:80]!r}…")
+        return ids
+
+    # --- open set -----------------------------------------------------------------------
+
+    def predict(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> list[list[Answer]]:
+        """NPM phrase prediction: the top ``config.answers`` answers of each query."""
+        q = self.encode_queries(queries, 2) * self.scale  # (B, 2, d): sims are q·E(c)
+        results = []
+        if config.restrict:
+            for query, (q_start, q_end) in zip(queries, q, strict=True):
+                blocks = self.bm25_blocks(query, config.passages)
+                ids, vectors = self.passage_vectors(blocks)
+                spans = candidate_spans(self.corpus, ids, ids, config.l_max)
+                sims = dict(zip(ids.tolist(), range(len(ids)), strict=True))
+                first = vectors[[sims[i] for i in spans[:, 0].tolist()]] @ q_start
+                last = vectors[[sims[i] for i in spans[:, 1].tolist()]] @ q_end
+                results.append(self._answers(score_phrases(self.corpus, spans, first, last, config.tau, config.l_max), config))
+            return results
+        _, found = self.search(q.reshape(-1, q.shape[-1]), config)  # (2B, k)
+        found = found.reshape(len(queries), 2, -1)
+        for (q_start, q_end), (starts, ends) in zip(q, found, strict=True):
+            spans = candidate_spans(self.corpus, starts, ends, config.l_max)
+            first = reconstruct(self.index, spans[:, 0]) @ q_start if len(spans) else np.empty(0)
+            last = reconstruct(self.index, spans[:, 1]) @ q_end if len(spans) else np.empty(0)
+            results.append(self._answers(score_phrases(self.corpus, spans, first, last, config.tau, config.l_max), config))
+        return results
+
+    def predict_tokens(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> list[list[Answer]]:
+        """NPM single: the top single-token answers of each query."""
+        q = self.encode_queries(queries, 1)[:, 0] * self.scale  # (B, d)
+        results = []
+        if config.restrict:
+            hits = []
+            for query, qv in zip(queries, q, strict=True):
+                ids, vectors = self.passage_vectors(self.bm25_blocks(query, config.passages))
+                hits.append((ids, vectors @ qv))
+        else:
+            sims, found = self.search(q, config)
+            hits = [(f[f >= 0], s[f >= 0]) for s, f in zip(sims, found, strict=True)]
+        for ids, sims in hits:
+            vocab, scores = score_tokens(np.asarray(self.corpus.tokens[ids], dtype=np.int64), sims, config.tau)
+            answers = []
+            for token, score in zip(vocab[: config.answers].tolist(), scores[: config.answers].tolist(), strict=True):
+                where = ids[self.corpus.tokens[ids] == token]
+                share = sims[self.corpus.tokens[ids] == token]
+                best = np.argsort(-share, kind="stable")[: config.evidence]
+                evidence = tuple(Evidence(int(self.corpus.block_of(where[i : i + 1])[0]), int(where[i]), int(where[i]), float(score)) for i in best)
+                answers.append(Answer(self._decode([token]), (token,), score, evidence))
+            results.append(answers)
+        return results
+
+    # --- closed set ---------------------------------------------------------------------
+
+    def classify(
+        self, queries: list[str], label_words: list[np.ndarray], mode: Literal["npm", "npm-single"] = "npm",
+        config: InferenceConfig = InferenceConfig(),
+    ) -> np.ndarray:
+        """(B, labels) closed-set scores (log of summed exp similarity; -inf: no word of the label retrieved)."""
+        if mode == "npm":
+            q = self.encode_queries(queries, 2).sum(axis=1) * self.scale  # sim_start + sim_end
+        else:
+            q = self.encode_queries(queries, 1)[:, 0] * self.scale
+        sims, found = self.search(q, config)
+        out = np.empty((len(queries), len(label_words)))
+        for row, (s, f) in enumerate(zip(sims, found, strict=True)):
+            keep = f >= 0
+            out[row] = label_scores(np.asarray(self.corpus.tokens[f[keep]], dtype=np.int64), s[keep], label_words, config.tau)
+        return out
+
+    # --- pieces -------------------------------------------------------------------------
+
+    def search(self, q: np.ndarray, config: InferenceConfig) -> tuple[np.ndarray, np.ndarray]:
+        """Top-k (sims, global ids) of scaled query vectors (n, d)."""
+        if config.search_params is not None:
+            set_search_params(self.search_index, config.search_params)
+        try:
+            return search(self.search_index, q, config.k)
+        finally:
+            if config.search_params is not None:
+                set_search_params(self.search_index, self.manifest.config["search_params"])
+
+    def bm25_blocks(self, query: str, n: int) -> list[int]:
+        """Global block numbers of the top-``n`` BM25 passages for a query (its mask removed)."""
+        if self.bm25_dir is None:
+            raise ValueError(f"index {self.url} was built without BM25; query it with restrict=False")
+        if self._bm25 is None:
+            self._bm25 = bm25.BM25Searcher(str(self.bm25_dir))
+        return [int(hit.block_id) for hit in self._bm25.search(query.replace(MASK, " "), n)]
+
+    def passage_vectors(self, blocks: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Global ids (n,) and exact vectors (n, d) of every content token of ``blocks``, encoded now."""
+        before, after = self._frame
+        framed = self.tokenizer(self.tokenizer.mask_token)["input_ids"]  # the special tokens around a text
+        sequences, ids = [], []
+        for b in blocks:
+            content = self.corpus.block_tokens(b).astype(np.int64).tolist()
+            sequences.append(framed[:before] + content + framed[len(framed) - after :])
+            ids.append(np.arange(self.corpus.offsets[b], self.corpus.offsets[b + 1]))
+        if not sequences:
+            return np.empty(0, dtype=np.int64), np.empty((0, self.index.d), dtype=np.float32)
+        hidden = encode(self.model, self.tokenizer, sequences)
+        vectors = np.concatenate([h[before : len(h) - after] for h in hidden])
+        return np.concatenate(ids), vectors
+
+    def _answers(self, phrases, config: InferenceConfig) -> list[Answer]:
+        answers = []
+        for rank in range(min(config.answers, len(phrases.scores))):
+            ids = phrases.token_ids[rank]
+            ids = tuple(int(t) for t in ids[ids >= 0])
+            mine = np.flatnonzero(phrases.phrase_of_span == rank)
+            best = mine[np.argsort(-phrases.span_scores[mine], kind="stable")[: config.evidence]]
+            evidence = tuple(
+                Evidence(int(self.corpus.block_of(phrases.spans[i : i + 1, 0])[0]), int(phrases.spans[i, 0]), int(phrases.spans[i, 1]), float(phrases.span_scores[i]))
+                for i in best
+            )
+            answers.append(Answer(self._decode(list(ids)), ids, float(phrases.scores[rank]), evidence))
+        return answers
+
+    def _decode(self, ids: list[int]) -> str:
+        return self.tokenizer.decode(ids).strip()
+
+    # --- evidence -----------------------------------------------------------------------
+
+    def passage(self, block: int) -> Passage:
+        """The block's id, title and text, with the character span of each content token."""
+        block_id, title, text = self._block_row(block)
+        passage = encoder_input(title, text)
+        enc = self.tokenizer(passage, return_offsets_mapping=True)
+        before, after = self._frame
+        chars = [tuple(c) for c in enc["offset_mapping"][before : len(enc["input_ids"]) - after]]
+        n = int(self.corpus.offsets[block + 1] - self.corpus.offsets[block])
+        if len(chars) != n:
+            raise ValueError(f"block {block_id}: {len(chars)} tokens when tokenized again, {n} in the index")
+        return Passage(block_id, title, passage, chars)
+
+    def evidence_dict(self, evidence: Evidence) -> dict:
+        """{"block_id", "title", "text", "start", "end"}: the span's characters are text[start:end]."""
+        p = self.passage(evidence.block)
+        lo = int(self.corpus.offsets[evidence.block])
+        return {
+            "block_id": p.block_id, "title": p.title, "text": p.text,
+            "start": p.token_chars[evidence.first - lo][0], "end": p.token_chars[evidence.last - lo][1],
+        }
+
+    def _block_row(self, block: int) -> tuple[str, str, str]:
+        """(block_id, title, text) of a global block number, read from the corpus snapshot (a shard at a time, cached)."""
+        bounds = np.cumsum([0, *self.manifest.config["shard_blocks"]])
+        shard = int(np.searchsorted(bounds, block, side="right") - 1)
+        if shard not in self._passages:
+            corpus_url = snapshot_url(store_root(self.url), "corpus", self.manifest.inputs[0]["corpus_id"])
+            path, entry = sorted(read_manifest(corpus_url).files.items())[shard]
+            table = read_shard(corpus_url, path, entry, ["block_id", "title", "text"])
+            self._passages[shard] = list(zip(*(table.column(c).to_pylist() for c in ("block_id", "title", "text")), strict=True))
+        return self._passages[shard][block - int(bounds[shard])]
+
+
+def _open_index(url: str) -> Manifest:
+    manifest = open_snapshot(url)
+    if manifest.kind != KIND:
+        raise ValueError(f"{url} is a {manifest.kind!r} snapshot, not an index (build one with `npmcore index`)")
+    return manifest
+
+
+def _local_folder(url: str, manifest: Manifest, cache: str | None) -> Path:
+    """The snapshot's folder on this machine: itself when local, else a verified copy in ``cache``."""
+    fs, path = fsspec.core.url_to_fs(url)
+    if isinstance(fs, LocalFileSystem):
+        return Path(path)
+    target = Path(cache or Path.home() / ".cache" / "npmcore") / KIND / manifest.id
+    if not (target / "manifest.json").exists():
+        partial = target.with_name(f".tmp-{manifest.id}")
+        shutil.rmtree(partial, ignore_errors=True)
+        for relpath in manifest.files:
+            (partial / relpath).parent.mkdir(parents=True, exist_ok=True)
+            fs.get_file(join(path, relpath), str(partial / relpath))
+        fs.get_file(join(path, "manifest.json"), str(partial / "manifest.json"))
+        open_snapshot(str(partial))  # checksums of the copy
+        partial.rename(target)
+    return target
