@@ -147,6 +147,93 @@ def register(
 
 
 @app.command()
+def index(
+    corpus: Annotated[str | None, typer.Option(help="Corpus snapshot URL; default: the newest in the store.")] = None,
+    store: Store = "npm-store",
+    model: Annotated[
+        str | None, typer.Option(help="Encoder: model folder, cached HF name or models:/npm-encoder@champion (default: MiniLM-L6).")
+    ] = None,
+    factory: Annotated[str | None, typer.Option(help="FAISS index-factory string, e.g. Flat, HNSW32, IVF1024,PQ32 (default: IVF-PQ, <= 64 B/token).")] = None,
+    search_params: Annotated[str | None, typer.Option(help="Default FAISS search parameters, e.g. nprobe=64.")] = None,
+    on_disk: Annotated[bool, typer.Option(help="IVF only: memory-mapped inverted lists.")] = False,
+    dask_address: DaskAddress = None,
+    workers: Workers = None,
+) -> None:
+    """Embed a corpus snapshot (one task per shard on Dask) and build its FAISS + BM25 index; prints the index URL."""
+    from flows.index import IndexParams, build_index, dask_runner
+    from flows.prefect_api import prefect_api
+    from npmcore.cluster import check_scheduler
+
+    try:
+        params = IndexParams(
+            store=store, corpus=corpus and absolute_store(corpus), model=model, factory=factory, search_params=search_params,
+            on_disk=on_disk, cluster=ClusterParams(dask_address=dask_address, n_workers=workers),
+        )
+        if params.cluster.dask_address:
+            check_scheduler(params.cluster.dask_address)
+        with prefect_api():
+            url = build_index.with_options(task_runner=dask_runner(params.cluster))(params)
+        manifest = open_snapshot(url, verify=False)
+    except USER_ERRORS as e:
+        fail(e)
+    console.print(counts_table(url, manifest), style=None)
+    console.print(f"factory {manifest.config['factory']} ({manifest.config['search_params'] or 'no search parameters'})")
+    print(url)
+
+
+@app.command()
+def query(
+    queries: Annotated[list[str], typer.Argument(help='Queries with one [MASK] each, e.g. "Thessaloniki is a city in [MASK]."')],
+    index_url: Annotated[str, typer.Option("--index", help="Index snapshot URL (from npmcore index).")],
+    model: Annotated[str | None, typer.Option(help="Encoder (default: the one the index was built with; must match it).")] = None,
+    single: Annotated[bool, typer.Option(help="NPM single: single-token answers from one [MASK] vector.")] = False,
+    restrict: Annotated[bool, typer.Option(help="Search only the top BM25 passages, scored exactly (paper's open-set mode).")] = True,
+    k: Annotated[int, typer.Option(min=1, help="Tokens retrieved per query vector.")] = 4096,
+    l_max: Annotated[int, typer.Option(min=1, help="Longest answer in tokens.")] = 10,
+    tau: Annotated[float, typer.Option(min=1e-6, help="Temperature.")] = 1.0,
+    passages: Annotated[int, typer.Option(min=1, help="BM25 passages when restricted.")] = 3,
+    answers: Annotated[int, typer.Option(min=1, help="Answers per query.")] = 5,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON: one list of answers per query.")] = False,
+) -> None:
+    """Fill the [MASK] of each query with phrases retrieved from the index, with their evidence."""
+    import json
+
+    from npmcore.inference import NPM, InferenceConfig
+
+    config = InferenceConfig(k=k, l_max=l_max, tau=tau, restrict=restrict, passages=passages, answers=answers)
+    try:
+        npm = NPM(absolute_store(index_url), encoder=model)
+        results = (npm.predict_tokens if single else npm.predict)(queries, config)
+    except USER_ERRORS as e:
+        fail(e)
+    rows = [
+        [{"answer": a.text, "score": a.score, "evidence": [npm.evidence_dict(e) for e in a.evidence]} for a in found]
+        for found in results
+    ]
+    if json_out:
+        print(json.dumps(rows if len(rows) > 1 else rows[0], ensure_ascii=False))
+        return
+    for text, found in zip(queries, rows, strict=True):
+        console.print(f"[bold]{text}[/]")
+        for rank, answer in enumerate(found, 1):
+            console.print(f"  {rank}. [bold green]{answer['answer']}[/]  {answer['score']:.3f}")
+            for ev in answer["evidence"]:
+                snippet = _highlight(ev["text"], ev["start"], ev["end"])
+                console.print(f"     [dim]{ev['block_id']}[/] [italic]{ev['title']}[/]: {snippet}", highlight=False)
+
+
+def _highlight(text: str, start: int, end: int, context: int = 100) -> str:
+    """The span in bold with up to ``context`` characters either side (rich markup)."""
+    from rich.markup import escape
+
+    lo, hi = max(0, start - context), min(len(text), end + context)
+    return (
+        ("…" if lo else "") + escape(text[lo:start]) + "[bold yellow]" + escape(text[start:end]) + "[/]"
+        + escape(text[end:hi]) + ("…" if hi < len(text) else "")
+    )
+
+
+@app.command()
 def snapshots(store: Store = "npm-store", kind: Annotated[str, typer.Option(help="Snapshot kind.")] = CORPUS) -> None:
     """List the complete snapshots of a kind in the store."""
     table = Table("id", "created", *(["counts"]), "url")

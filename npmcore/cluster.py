@@ -16,6 +16,12 @@ class ClusterError(RuntimeError):
     """The Dask scheduler cannot be reached."""
 
 
+def check_scheduler(address: str, timeout_s: float = 10) -> None:
+    """Fail within ``timeout_s`` with :class:`ClusterError` when the scheduler cannot be reached."""
+    with dask_client(address, timeout_s=timeout_s):
+        pass
+
+
 @contextmanager
 def dask_client(address: str | None = None, n_workers: int | None = None, timeout_s: float = 10) -> Iterator[Client]:
     """A Dask client for the duration of the block.

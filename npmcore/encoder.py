@@ -31,8 +31,25 @@ def load_tokenizer(name_or_path: str | Path | None = None) -> PreTrainedTokenize
     return _load_tokenizer(str(name_or_path or default_encoder_path()))
 
 
+def local_model_dir(source: str) -> str:
+    """A model folder on this machine: ``source`` itself, or for a remote folder (an encoder
+    snapshot on S3) a copy in ``~/.cache/npmcore/encoder/`` made once."""
+    if "://" not in source or source.startswith("file://"):
+        return source.removeprefix("file://")
+    import fsspec
+
+    target = Path.home() / ".cache" / "npmcore" / "encoder" / source.rstrip("/").rsplit("/", 1)[-1]
+    if not (target / "manifest.json").exists():
+        fs, path = fsspec.core.url_to_fs(source)
+        partial = target.with_name(f".tmp-{target.name}")
+        fs.get(path.rstrip("/") + "/", str(partial) + "/", recursive=True)
+        partial.rename(target)
+    return str(target)
+
+
 @functools.lru_cache(maxsize=4)
 def _load_tokenizer(source: str) -> PreTrainedTokenizerFast:
+    source = local_model_dir(source)
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
     except (OSError, ValueError) as e:
@@ -50,7 +67,7 @@ def _load_tokenizer(source: str) -> PreTrainedTokenizerFast:
 def load_encoder(name_or_path: str | Path | None = None) -> tuple[PreTrainedTokenizerFast, PreTrainedModel]:
     """Tokenizer and bare encoder (no head; the last hidden layer gives token vectors)."""
     tokenizer = load_tokenizer(name_or_path)
-    source = str(name_or_path or default_encoder_path())
+    source = local_model_dir(str(name_or_path or default_encoder_path()))
     try:
         model = AutoModel.from_pretrained(source)
     except (OSError, ValueError) as e:

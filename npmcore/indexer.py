@@ -168,8 +168,8 @@ def token_arrays(datastore: str, vocab_size: int) -> dict[str, np.ndarray]:
 
 
 def corpus_of(datastore: str) -> str:
-    """The corpus snapshot a datastore was embedded from (in the same store)."""
-    return snapshot_url(store_root(datastore), "corpus", read_manifest(datastore).inputs[0]["corpus_id"])
+    """The corpus snapshot a datastore was embedded from."""
+    return read_manifest(datastore).inputs[0]["corpus"]
 
 
 def passages(corpus: str):
@@ -211,7 +211,7 @@ def build_index(datastore: str, config: IndexConfig = IndexConfig(), client: Cli
             writer.add(relpath, sha256_file(str(path)))
         manifest = Manifest(
             kind=KIND, id=plan.id,
-            inputs=[{"datastore": datastore, "datastore_id": ds.id, "corpus_id": ds.inputs[0]["corpus_id"]}],
+            inputs=[{"datastore": datastore, "datastore_id": ds.id, **ds.inputs[0]}],
             config={
                 "factory": plan.factory, "search_params": plan.search_params, "on_disk": config.on_disk,
                 "train_size": config.train_size, "bm25": config.bm25, "dim": ds.config["dim"],

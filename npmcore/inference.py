@@ -33,11 +33,11 @@ from npmcore import bm25
 from npmcore.blocks import encoder_input
 from npmcore.encoder import cached_encoder, encode, encoder_fingerprint, special_frame
 from npmcore.index import read_index, reconstruct, search, set_search_params, to_gpu
-from npmcore.indexer import KIND, store_root
+from npmcore.indexer import KIND
 from npmcore.ingest import read_shard
 from npmcore.masking import vocab_tables
 from npmcore.phrases import Corpus, candidate_spans, label_scores, score_phrases, score_tokens
-from npmcore.storage import Manifest, join, open_snapshot, read_manifest, snapshot_url
+from npmcore.storage import Manifest, join, open_snapshot, read_manifest
 
 log = logging.getLogger(__name__)
 
@@ -131,12 +131,12 @@ class NPM:
         return np.stack([h[np.flatnonzero(np.asarray(s) == mask_id)] for h, s in zip(hidden, sequences, strict=True)])
 
     def _query_ids(self, query: str, masks: int) -> list[int]:
-        count = query.count(MASK)
-        if count != 1:
-            raise QueryError(f"a query needs exactly one {MASK}, found {count} in {query!r}")
         own = self.tokenizer.mask_token
         if own != MASK and own in query:
             raise QueryError(f"write the mask as {MASK}, not {own!r}: {query!r}")
+        count = query.count(MASK)
+        if count != 1:
+            raise QueryError(f"a query needs exactly one {MASK}, found {count} in {query!r}")
         ids = self.tokenizer(query.replace(MASK, own * masks))["input_ids"]
         limit = self.tokenizer.model_max_length
         if len(ids) > limit:
@@ -290,7 +290,7 @@ class NPM:
         bounds = np.cumsum([0, *self.manifest.config["shard_blocks"]])
         shard = int(np.searchsorted(bounds, block, side="right") - 1)
         if shard not in self._passages:
-            corpus_url = snapshot_url(store_root(self.url), "corpus", self.manifest.inputs[0]["corpus_id"])
+            corpus_url = self.manifest.inputs[0]["corpus"]
             path, entry = sorted(read_manifest(corpus_url).files.items())[shard]
             table = read_shard(corpus_url, path, entry, ["block_id", "title", "text"])
             self._passages[shard] = list(zip(*(table.column(c).to_pylist() for c in ("block_id", "title", "text")), strict=True))

@@ -92,7 +92,7 @@ def span_token_ids(corpus: Corpus, spans: np.ndarray, l_max: int) -> np.ndarray:
     width = np.arange(l_max)
     pos = spans[:, :1] + width  # (n, l_max)
     inside = pos <= spans[:, 1:]
-    return np.where(inside, corpus.tokens[np.where(inside, pos, spans[:, :1])], -1).astype(np.int64)
+    return np.where(inside, corpus.tokens[np.where(inside, pos, spans[:, :1])].astype(np.int64), -1)
 
 
 @dataclass(frozen=True)

@@ -68,3 +68,35 @@ def log_encoder(tokenizer: PreTrainedTokenizerFast, model: PreTrainedModel, alia
         MlflowClient().set_registered_model_alias(REGISTERED_MODEL, alias, version)
     log.info("registered %s version %s%s", REGISTERED_MODEL, version, f" as @{alias}" if alias else "")
     return f"models:/{REGISTERED_MODEL}/{version}"
+
+
+def export_encoder(model_uri: str, store: str) -> str:
+    """Copy a registered encoder (``models:/npm-encoder@champion``, ``models:/npm-encoder/3``)
+    out of MLflow into an encoder snapshot ``{store}/encoder/{weights digest}`` that every
+    worker can load like any Hugging Face model folder; returns its URL (reused when there)."""
+    import tempfile
+
+    from npmcore.encoder import encoder_fingerprint
+    from npmcore.storage import Manifest, SnapshotError, SnapshotWriter, open_snapshot, snapshot_url
+
+    try:
+        components = mlflow.transformers.load_model(model_uri, return_type="components")
+    except mlflow.exceptions.MlflowException as e:
+        raise ValueError(f"cannot load {model_uri} from the MLflow registry at {mlflow.get_registry_uri()}: {e.message}") from e
+    model, tokenizer = components["model"], components["tokenizer"]
+    snap_id = encoder_fingerprint(model)
+    url = snapshot_url(store, "encoder", snap_id)
+    try:
+        open_snapshot(url)
+        return url
+    except SnapshotError:
+        pass
+    with tempfile.TemporaryDirectory() as tmp, SnapshotWriter(store, "encoder", snap_id) as writer:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        for path in sorted(Path(tmp).iterdir()):
+            with open(path, "rb") as src:
+                data = src.read()
+            writer.write_bytes(path.name, data)
+        manifest = Manifest("encoder", snap_id, [{"model_uri": model_uri}], {"fingerprint": snap_id}, {}, dict(writer.files))
+        return writer.commit(manifest)

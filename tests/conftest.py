@@ -75,3 +75,29 @@ def enwiki_shard() -> str:
     path = SHARED_DATA / "enwiki_sample" / "wiki_00"
     assert path.exists(), f"test data missing: {path} (the shared data folder must sit beside the repository)"
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def roberta_dir(tmp_path_factory, roberta_tokenizer) -> str:
+    """A local directory holding a tiny RoBERTa tokenizer + randomly initialised model."""
+    path = tmp_path_factory.mktemp("tiny-roberta")
+    tokenizer = roberta_tokenizer
+    assert tokenizer.mask_token == "<mask>"
+    tokenizer.save_pretrained(path)
+    import torch
+    from transformers import RobertaConfig, RobertaModel
+
+    torch.manual_seed(0)
+    config = RobertaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=514,
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
+    RobertaModel(config).save_pretrained(path)
+    return str(path)

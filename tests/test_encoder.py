@@ -36,29 +36,6 @@ def _squash(text: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def roberta_dir(tmp_path_factory, roberta_tokenizer) -> str:
-    """A local directory holding a tiny RoBERTa tokenizer + randomly initialised model."""
-    path = tmp_path_factory.mktemp("tiny-roberta")
-    tokenizer = roberta_tokenizer
-    assert tokenizer.mask_token == "<mask>"
-    tokenizer.save_pretrained(path)
-    torch.manual_seed(0)
-    config = RobertaConfig(
-        vocab_size=len(tokenizer),
-        hidden_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=64,
-        max_position_embeddings=514,
-        pad_token_id=tokenizer.pad_token_id,
-        bos_token_id=tokenizer.bos_token_id,
-        eos_token_id=tokenizer.eos_token_id,
-    )
-    RobertaModel(config).save_pretrained(path)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def no_mask_dir(tmp_path_factory, bpe_tokenizer) -> str:
     """The same BPE tokenizer saved without any mask token."""
     path = tmp_path_factory.mktemp("no-mask")

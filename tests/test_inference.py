@@ -1,0 +1,298 @@
+"""Datastore, index and NPM inference on a small real corpus, against brute-force references."""
+
+import math
+import signal
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import faiss
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from npmcore.datastore import build_datastore, iter_shards
+from npmcore.encoder import encode, load_encoder
+from npmcore.index import add_all, add_shard, finalize, merge_ivf, search, train_index
+from npmcore.indexer import IndexConfig, build_index, training_sample
+from npmcore.inference import NPM, InferenceConfig, QueryError
+from npmcore.ingest import IngestConfig, ingest, read_blocks
+from npmcore.masking import vocab_tables
+from npmcore.phrases import Corpus, candidate_spans
+from npmcore.storage import SnapshotError, open_snapshot
+
+ARTICLES = 60  # Lee news articles in the test corpus (about 15k tokens)
+QUERIES = [  # real sentences of those articles with one word masked
+    "The Prime Minister, John [MASK], has revealed he will go to Indonesia for a summit meeting.",
+    "The Federal Government says it is considering [MASK] from the Australian Council of Trade Unions.",
+    "Firefighters are battling a bushfire near [MASK].",
+    "Police say the man was [MASK] after the incident.",
+]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, news_lines) -> str:
+    path = tmp_path_factory.mktemp("raw") / "news.txt"
+    path.write_text("\n".join(news_lines[:ARTICLES]) + "\n")
+    # small partitions: several shards, so merging and resuming have something to do
+    return ingest([str(path)], str(tmp_path_factory.mktemp("store")), IngestConfig(partition_bytes=25_000))
+
+
+@pytest.fixture(scope="module")
+def datastore(corpus) -> str:
+    return build_datastore(corpus, corpus.rsplit("/corpus/", 1)[0])
+
+
+@pytest.fixture(scope="module")
+def flat(datastore) -> NPM:
+    return NPM(build_index(datastore, IndexConfig(factory="Flat")))
+
+
+# --- brute force: the paper's formulas, with loops ----------------------------------------
+
+
+def corpus_blocks(corpus_url: str, tokenizer) -> list[list[int]]:
+    """Content token ids of every block (the special tokens around each block dropped)."""
+    rows = [ids for t in read_blocks(corpus_url, ["token_ids"]) for ids in t.column("token_ids").to_pylist()]
+    return [ids[1:-1] for ids in rows]  # MiniLM: [CLS] … [SEP]
+
+
+def brute_force(blocks, vectors, block_numbers, q_start, q_end, tables, k, l_max, tau):
+    """Phrase -> normalised score, by enumerating spans around the exact top-k tokens of ``block_numbers``."""
+    where = [(b, p) for b in block_numbers for p in range(len(blocks[b]))]
+    V = np.concatenate([vectors[b] for b in block_numbers]).astype(np.float64)
+    d = V.shape[1]
+    s_sim, e_sim = V @ q_start / math.sqrt(d), V @ q_end / math.sqrt(d)
+    starts, ends = np.argsort(-s_sim)[:k], np.argsort(-e_sim)[:k]
+    index_of = {bp: i for i, bp in enumerate(where)}
+
+    def word_start(b, p):
+        toks = blocks[b]
+        return p == 0 or tables.word_start[toks[p]] or tables.boundary[toks[p - 1]]
+
+    def whole(b, first, last):
+        toks = blocks[b]
+        if any(tables.special[toks[i]] for i in range(first, last + 1)):
+            return False
+        return word_start(b, first) and (last + 1 == len(toks) or word_start(b, last + 1))
+
+    positions = set()
+    for i in starts:
+        b, p = where[i]
+        for j in range(l_max):
+            if p + j < len(blocks[b]) and whole(b, p, p + j):
+                positions.add((b, p, p + j))
+    for i in ends:
+        b, p = where[i]
+        for j in range(l_max):
+            if p - j >= 0 and whole(b, p - j, p):
+                positions.add((b, p - j, p))
+    scores = defaultdict(float)
+    for b, first, last in positions:
+        phrase = tuple(blocks[b][first : last + 1])
+        scores[phrase] += math.exp(s_sim[index_of[(b, first)]] / tau) + math.exp(e_sim[index_of[(b, last)]] / tau)
+    total = sum(scores.values())
+    return sorted(((p, s / total) for p, s in scores.items()), key=lambda item: -item[1])
+
+
+def assert_same_answers(answers, reference, n=5):
+    assert [a.token_ids for a in answers[:n]] == [p for p, _ in reference[:n]]
+    np.testing.assert_allclose([a.score for a in answers[:n]], [s for _, s in reference[:n]], atol=1e-4)
+
+
+# --- tests ------------------------------------------------------------------------------
+
+
+def test_datastore_holds_every_content_token(corpus, datastore, tokenizer):
+    blocks = corpus_blocks(corpus, tokenizer)
+    shards = list(iter_shards(datastore))
+    assert len(shards) == open_snapshot(corpus).counts["shards"] >= 3
+    tokens = np.concatenate([a["tokens"] for _, a in shards])
+    assert tokens.tolist() == [t for b in blocks for t in b]
+    assert sum(len(a["offsets"]) - 1 for _, a in shards) == len(blocks)
+    _, model = load_encoder()
+    first = encode(model, tokenizer, [[tokenizer.cls_token_id, *blocks[0], tokenizer.sep_token_id]])[0][1:-1]
+    np.testing.assert_allclose(shards[0][1]["vectors"][: len(blocks[0])], first, atol=2e-2, rtol=1e-2)  # float16
+
+
+def test_flat_pipeline_equals_brute_force(flat, corpus, datastore, tokenizer):
+    blocks = corpus_blocks(corpus, tokenizer)
+    vectors = np.split(np.concatenate([a["vectors"] for _, a in iter_shards(datastore)]), np.cumsum([len(b) for b in blocks])[:-1])
+    config = InferenceConfig(k=200, l_max=10, tau=1.0, restrict=False, answers=5)
+    q = flat.encode_queries(QUERIES, 2)
+    for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
+        reference = brute_force(blocks, vectors, range(len(blocks)), q_start, q_end, flat.corpus.tables, 200, 10, 1.0)
+        assert_same_answers(answers, reference)
+
+
+def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat, corpus, tokenizer):
+    blocks = corpus_blocks(corpus, tokenizer)
+    _, model = load_encoder()
+    config = InferenceConfig(restrict=True, passages=3, tau=2.0)
+    q = flat.encode_queries(QUERIES, 2)
+    for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
+        top = flat.bm25_blocks(query, 3)
+        assert len(top) == 3
+        hidden = encode(model, tokenizer, [[tokenizer.cls_token_id, *blocks[b], tokenizer.sep_token_id] for b in top])
+        vectors = {b: h[1:-1] for b, h in zip(top, hidden, strict=True)}
+        everything = sum(len(blocks[b]) for b in top)
+        reference = brute_force(blocks, vectors, top, q_start, q_end, flat.corpus.tables, everything, 10, 2.0)
+        assert_same_answers(answers, reference)
+        assert {e.block for a in answers for e in a.evidence} <= set(top)
+
+
+def test_spans_are_whole_words_inside_one_block(flat):
+    corpus = flat.corpus
+    rng = np.random.default_rng(0)
+    anchors = rng.choice(len(corpus.tokens), 500, replace=False)
+    spans = candidate_spans(corpus, anchors, anchors[::-1].copy(), l_max=4)
+    pieces = flat.tokenizer.convert_ids_to_tokens(np.asarray(corpus.tokens).tolist())
+    assert len(spans) > 300
+    for first, last in spans.tolist():
+        assert 0 <= last - first < 4
+        assert corpus.block_of(np.array([first]))[0] == corpus.block_of(np.array([last]))[0]
+        assert not pieces[first].startswith("##")
+        assert last + 1 == len(pieces) or last + 1 in corpus.offsets or not pieces[last + 1].startswith("##")
+        assert first in anchors or last in anchors
+    # a word piece never starts a span, and the word it belongs to is a candidate only whole
+    piece = next(i for i in range(1, len(pieces)) if pieces[i].startswith("##") and i not in corpus.offsets)
+    assert all(first != piece for first, _ in candidate_spans(corpus, np.array([piece]), np.array([-1]), 10).tolist())
+
+
+def test_evidence_points_at_the_answer_in_the_passage(flat):
+    answers = flat.predict(QUERIES[:1], InferenceConfig(restrict=True))[0]
+    for answer in answers:
+        for evidence in answer.evidence:
+            ev = flat.evidence_dict(evidence)
+            assert ev["text"][ev["start"] : ev["end"]].lower().replace(" ", "") == answer.text.replace(" ", "")
+
+
+def test_merged_ivf_index_equals_a_single_shot_build(datastore, tmp_path):
+    sample = training_sample(datastore, 5000)
+    trained = train_index("IVF16,PQ16", sample)
+    shards = list(iter_shards(datastore))
+    paths = []
+    for i, (first, arrays) in enumerate(shards):
+        paths.append(str(tmp_path / f"{i}.faiss"))
+        faiss.write_index(add_shard(trained, arrays["vectors"], first), paths[-1])
+    single = finalize(add_all(faiss.clone_index(trained), [(f, a["vectors"]) for f, a in shards]))
+    in_memory = finalize(merge_ivf(trained, paths))
+    on_disk = finalize(merge_ivf(trained, paths, str(tmp_path / "lists.ivfdata")))
+    queries = np.asarray(shards[0][1]["vectors"][:50], dtype=np.float32)
+    for index in (single, in_memory, on_disk):
+        faiss.extract_index_ivf(index).nprobe = 4
+    D, I = search(single, queries, 20)
+    for merged in (in_memory, on_disk):
+        D2, I2 = search(merged, queries, 20)
+        np.testing.assert_array_equal(I, I2)
+        np.testing.assert_array_equal(D, D2)
+        ids = np.arange(0, merged.ntotal, 97)
+        np.testing.assert_array_equal(single.reconstruct_batch(ids), merged.reconstruct_batch(ids))
+
+
+def test_default_ivf_index_snapshot_is_compact_and_searchable(datastore):
+    url = build_index(datastore, IndexConfig(train_size=10_000))
+    manifest = open_snapshot(url)
+    assert manifest.config["factory"].startswith("IVF") and "PQ" in manifest.config["factory"]
+    npm = NPM(url)
+    answers = npm.predict(QUERIES[:2], InferenceConfig(restrict=False, k=256))
+    assert all(len(a) == 5 for a in answers)
+    with pytest.raises(ValueError, match="invalid FAISS index-factory string 'IVF16,PQ7x'"):
+        build_index(datastore, IndexConfig(factory="IVF16,PQ7x"))
+
+
+def test_resume_after_a_killed_shard_equals_a_clean_build(corpus, datastore, tmp_path):
+    import shutil
+
+    store = tmp_path / "store"
+    shutil.copytree(corpus, store / "corpus" / corpus.rsplit("/", 1)[1])
+    copy = str(store / "corpus" / corpus.rsplit("/", 1)[1])
+    script = (
+        "from npmcore.runtime import configure_environment; configure_environment()\n"
+        "from npmcore.datastore import build_datastore\n"
+        f"build_datastore({copy!r}, {str(store)!r})\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", script])
+    try:
+        deadline = time.time() + 300
+        while not list(store.glob("datastore/.partial-*/shards/part-00000.json")):
+            assert proc.poll() is None and time.time() < deadline, "the build ended before it could be killed"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()
+    marker = next(store.glob("datastore/.partial-*/shards/part-00000.json"))
+    done_at = marker.stat().st_mtime_ns
+    with pytest.raises(SnapshotError):
+        open_snapshot(str(marker.parent.parent))
+    resumed = build_datastore(copy, str(store))
+    assert marker.exists() is False  # the staging folder became the snapshot
+    assert (store / "datastore" / resumed.rsplit("/", 1)[1] / "shards" / "part-00000.json").stat().st_mtime_ns == done_at
+    assert open_snapshot(resumed).files == open_snapshot(datastore).files  # identical to the clean build
+
+
+@pytest.mark.parametrize(
+    ("query", "message"),
+    [
+        ("No mask in this sentence.", "exactly one \\[MASK\\], found 0"),
+        ("[MASK] and [MASK].", "exactly one \\[MASK\\], found 2"),
+        ("word " * 600 + "[MASK].", "longer than the encoder's limit of 512"),
+    ],
+)
+def test_bad_queries_are_refused(flat, query, message):
+    with pytest.raises(QueryError, match=message):
+        flat.predict([query])
+
+
+def test_an_index_refuses_another_encoder(flat, roberta_dir):
+    with pytest.raises(ValueError, match="was built with encoder"):
+        NPM(flat.url, encoder=str(roberta_dir))
+
+
+def test_a_corrupted_or_missing_index_file_is_an_error(datastore, tmp_path):
+    import shutil
+
+    url = build_index(datastore, IndexConfig(factory="Flat", bm25=False))
+    broken = tmp_path / "index" / "broken"
+    shutil.copytree(url, broken)
+    with open(broken / "tokens.npy", "r+b") as f:
+        f.seek(200)
+        f.write(b"\x00\x01")
+    with pytest.raises(SnapshotError, match="checksum mismatch in tokens.npy"):
+        NPM(str(broken))
+    (broken / "index.faiss").unlink()
+    with pytest.raises(SnapshotError, match="index.faiss is missing"):
+        NPM(str(broken))
+
+
+def test_cli_index_and_query(corpus, tmp_path):
+    runner = CliRunner()
+    store = corpus.rsplit("/corpus/", 1)[0]
+    built = runner.invoke(app, ["index", "--store", store, "--corpus", corpus, "--factory", "Flat", "--workers", "2"])
+    assert built.exit_code == 0, built.output
+    url = built.output.strip().splitlines()[-1]
+    result = runner.invoke(app, ["query", "--index", url, "--json", QUERIES[0]])
+    assert result.exit_code == 0, result.output
+    import json
+
+    answers = json.loads(result.output.strip().splitlines()[-1])
+    assert len(answers) == 5 and set(answers[0]) == {"answer", "score", "evidence"}
+    assert set(answers[0]["evidence"][0]) == {"block_id", "title", "text", "start", "end"}
+    bad = runner.invoke(app, ["query", "--index", url, "no mask here"])
+    assert bad.exit_code == 2 and "exactly one [MASK]" in bad.output
+
+
+def test_a_roberta_encoder_answers_queries_written_with_the_mask_marker(tmp_path, news_lines, roberta_dir):
+    path = tmp_path / "news.txt"
+    path.write_text("\n".join(news_lines[:10]) + "\n")
+    store = str(tmp_path / "store")
+    corpus = ingest([str(path)], store, IngestConfig(encoder=roberta_dir))
+    npm = NPM(build_index(build_datastore(corpus, store, encoder=roberta_dir), IndexConfig(factory="Flat")))
+    assert npm.tokenizer.mask_token == "<mask>"
+    for restrict in (True, False):
+        answers = npm.predict(["The Prime Minister [MASK] said."], InferenceConfig(restrict=restrict, k=64))[0]
+        assert len(answers) == 5 and all(a.text for a in answers)
+    with pytest.raises(QueryError, match="write the mask as \\[MASK\\], not '<mask>'"):
+        npm.predict(["The Prime Minister <mask> said."])
