@@ -68,21 +68,30 @@ def ingest(
 
 
 DEMO_STEPS, DEMO_BATCH = 20, 8  # a short training run: the demo shows the pipeline, not a useful encoder
+DEMO_QUERY = "Anarchism is a political philosophy that advocates [MASK] societies."
 
 
 @app.command()
 def demo(store: Store = "npm-store", dask_address: DaskAddress = None, workers: Workers = None) -> None:
-    """The main job on the embedded default corpus and encoder: ingest, then a short NPM training run."""
+    """The main job on the embedded default corpus and encoder: ingest, a short NPM training run, index, a query."""
+    from flows.index import IndexParams
     from flows.pipeline import PipelineParams, pipeline
+    from flows.prefect_api import prefect_api
     from flows.train import TrainParams
+    from npmcore.inference import NPM
 
     try:
-        ingest_params = IngestParams(store=store, cluster=ClusterParams(dask_address=dask_address, n_workers=workers))
+        cluster = ClusterParams(dask_address=dask_address, n_workers=workers)
         params = PipelineParams(
-            ingest=ingest_params, train=TrainParams(store=store, steps=DEMO_STEPS, batch_size=DEMO_BATCH, warmup_steps=2)
+            ingest=IngestParams(store=store, cluster=cluster),
+            train=TrainParams(store=store, steps=DEMO_STEPS, batch_size=DEMO_BATCH, warmup_steps=2),
+            index=IndexParams(store=store),
         )
-        result = pipeline(params, progress=sys.stderr.isatty())
+        with prefect_api():
+            result = pipeline(params, progress=sys.stderr.isatty())
         manifest = open_snapshot(result["corpus"])
+        npm = NPM(result["index"])
+        answers = npm.predict([DEMO_QUERY])[0]
     except USER_ERRORS as e:
         fail(e)
     console.print(counts_table(result["corpus"], manifest))
@@ -90,6 +99,11 @@ def demo(store: Store = "npm-store", dask_address: DaskAddress = None, workers: 
     console.print(f"[bold]first block[/] {first['block_id']} ({len(first['token_ids'])} tokens): {first['title']}. {first['text'][:300]}…")
     console.print(f"corpus snapshot: [bold]{result['corpus']}[/] (verified)")
     console.print(f"encoder: [bold]{result['encoder']}[/] ({DEMO_STEPS} steps of {DEMO_BATCH} sequences; MLflow experiment npm-train)")
+    console.print(f"index: [bold]{result['index']}[/] ({npm.manifest.config['factory']}, {npm.manifest.counts['tokens']:,} tokens)")
+    console.print(f"[bold]{DEMO_QUERY}[/]")
+    for rank, answer in enumerate(answers[:3], 1):
+        ev = npm.evidence_dict(answer.evidence[0])
+        console.print(f"  {rank}. [bold green]{answer.text}[/] {answer.score:.3f}  [dim]{ev['block_id']}[/] {_highlight(ev['text'], ev['start'], ev['end'], 60)}", highlight=False)
 
 
 @app.command()

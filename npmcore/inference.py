@@ -297,6 +297,21 @@ class NPM:
         return self._passages[shard][block - int(bounds[shard])]
 
 
+def label_token_ids(tokenizer, words: list[str]) -> tuple[np.ndarray, list[str]]:
+    """Token ids of the verbalizer ``words`` that are single tokens of the encoder's vocabulary
+    (as a word inside a sentence, and at its start where that differs: BPE "Ġgreat" and
+    "great"); returns (ids, the words that are not single tokens and were dropped)."""
+    ids, dropped = set(), []
+    for word in words:
+        forms = [tokenizer(f" {word.strip()}", add_special_tokens=False)["input_ids"], tokenizer(word.strip(), add_special_tokens=False)["input_ids"]]
+        single = [f[0] for f in forms if len(f) == 1 and f[0] != tokenizer.unk_token_id]
+        if single:
+            ids.update(single)
+        else:
+            dropped.append(word)
+    return np.array(sorted(ids), dtype=np.int64), dropped
+
+
 def _open_index(url: str) -> Manifest:
     manifest = open_snapshot(url)
     if manifest.kind != KIND:

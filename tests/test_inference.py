@@ -17,7 +17,7 @@ from npmcore.datastore import build_datastore, iter_shards
 from npmcore.encoder import encode, load_encoder
 from npmcore.index import add_all, add_shard, finalize, merge_ivf, search, train_index
 from npmcore.indexer import IndexConfig, build_index, training_sample
-from npmcore.inference import NPM, InferenceConfig, QueryError
+from npmcore.inference import NPM, InferenceConfig, QueryError, label_token_ids
 from npmcore.ingest import IngestConfig, ingest, read_blocks
 from npmcore.masking import vocab_tables
 from npmcore.phrases import Corpus, candidate_spans
@@ -296,3 +296,39 @@ def test_a_roberta_encoder_answers_queries_written_with_the_mask_marker(tmp_path
         assert len(answers) == 5 and all(a.text for a in answers)
     with pytest.raises(QueryError, match="write the mask as \\[MASK\\], not '<mask>'"):
         npm.predict(["The Prime Minister <mask> said."])
+
+
+def test_verbalizers_keep_single_tokens_only(tokenizer, roberta_tokenizer):
+    ids, dropped = label_token_ids(tokenizer, ["great", "terrible", "unputdownable", "good"])
+    assert dropped == ["unputdownable"]
+    assert sorted(tokenizer.convert_ids_to_tokens(ids.tolist())) == ["good", "great", "terrible"]
+    ids, _ = label_token_ids(roberta_tokenizer, ["the"])
+    assert {"Ġthe", "the"} >= set(roberta_tokenizer.convert_ids_to_tokens(ids.tolist())) and "Ġthe" in roberta_tokenizer.convert_ids_to_tokens(ids.tolist())
+
+
+def test_closed_set_scores_sum_the_retrieved_label_words(flat):
+    words = [label_token_ids(flat.tokenizer, ["australia"])[0], label_token_ids(flat.tokenizer, ["police"])[0]]
+    config = InferenceConfig(k=300, tau=5.0)
+    scores = flat.classify(QUERIES, words, config=config)
+    q = flat.encode_queries(QUERIES, 2).sum(axis=1) * flat.scale
+    V = np.asarray(flat.index.reconstruct_n(0, flat.index.ntotal))
+    for row, qv in zip(scores, q, strict=True):
+        sims = V @ qv
+        top = np.argsort(-sims)[:300]
+        tokens = np.asarray(flat.corpus.tokens)[top]
+        for y, ids in enumerate(words):
+            hit = sims[top][np.isin(tokens, ids)] / 5.0
+            expected = np.log(np.exp(hit).sum()) if len(hit) else -np.inf
+            assert row[y] == pytest.approx(expected, abs=1e-4)
+
+
+def test_a_corrupted_datastore_shard_is_refused(datastore, tmp_path):
+    import shutil
+
+    broken = tmp_path / "datastore" / "broken"
+    shutil.copytree(datastore, broken)
+    with open(broken / "shards" / "part-00001" / "vectors.npy", "r+b") as f:
+        f.seek(1000)
+        f.write(b"\x00\x01\x02")
+    with pytest.raises(SnapshotError, match="checksum mismatch in shards/part-00001/vectors.npy"):
+        build_index(str(broken), IndexConfig(factory="Flat"))
