@@ -45,7 +45,7 @@ KIND = "index"
 
 @dataclass(frozen=True)
 class IndexConfig:
-    factory: str | None = None  # FAISS index-factory string; None = default_factory(d, tokens): IVF-PQ, <= 64 B/token
+    factory: str | None = None  # FAISS index-factory string; None = default_factory(d, tokens): PQ, <= 64 B/token
     search_params: str | None = None  # default FAISS search parameters stored with the index; None = nprobe for IVF
     train_size: int = 100_000  # vectors sampled evenly over the datastore to train the index
     on_disk: bool = False  # IVF only: merge the inverted lists into a memory-mapped index.ivfdata

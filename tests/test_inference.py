@@ -192,13 +192,16 @@ def test_merged_ivf_index_equals_a_single_shot_build(datastore, tmp_path):
         np.testing.assert_array_equal(single.reconstruct_batch(ids), merged.reconstruct_batch(ids))
 
 
-def test_default_ivf_index_snapshot_is_compact_and_searchable(datastore):
-    url = build_index(datastore, IndexConfig(train_size=10_000))
+@pytest.mark.parametrize("factory", [None, "IVF16,PQ16"])
+def test_compact_index_snapshots_are_searchable(datastore, factory):
+    url = build_index(datastore, IndexConfig(factory=factory, train_size=10_000, bm25=False))
     manifest = open_snapshot(url)
-    assert manifest.config["factory"].startswith("IVF") and "PQ" in manifest.config["factory"]
+    assert manifest.config["factory"] == (factory or "PQ48")
     npm = NPM(url)
     answers = npm.predict(QUERIES[:2], InferenceConfig(restrict=False, k=256))
     assert all(len(a) == 5 for a in answers)
+    if factory is None:  # per token: the PQ code and a uint16 token id, no ids (fixed codebooks aside)
+        assert npm.index.sa_code_size() + npm.corpus.tokens.itemsize <= 64
     with pytest.raises(ValueError, match="invalid FAISS index-factory string 'IVF16,PQ7x'"):
         build_index(datastore, IndexConfig(factory="IVF16,PQ7x"))
 
