@@ -150,18 +150,14 @@ class NPM:
         q = self.encode_queries(queries, 2) * self.scale  # (B, 2, d): sims are q·E(c)
         results = []
         if config.restrict:
-            for query, (q_start, q_end) in zip(queries, q, strict=True):
-                blocks = self.bm25_blocks(query, config.passages)
-                ids, vectors = self.passage_vectors(blocks)
+            for (q_start, q_end), (ids, vectors) in zip(q, self.restricted(queries, config.passages), strict=True):
                 spans = candidate_spans(self.corpus, ids, ids, config.l_max)
-                sims = dict(zip(ids.tolist(), range(len(ids)), strict=True))
-                first = vectors[[sims[i] for i in spans[:, 0].tolist()]] @ q_start
-                last = vectors[[sims[i] for i in spans[:, 1].tolist()]] @ q_end
-                results.append(self._answers(score_phrases(self.corpus, spans, first, last, config.tau, config.l_max), config))
+                row = np.searchsorted(ids, spans)  # (n, 2) rows of each span's first and last token; ids are sorted
+                phrases = score_phrases(self.corpus, spans, vectors[row[:, 0]] @ q_start, vectors[row[:, 1]] @ q_end, config.tau, config.l_max)
+                results.append(self._answers(phrases, config))
             return results
         _, found = self.search(q.reshape(-1, q.shape[-1]), config)  # (2B, k)
-        found = found.reshape(len(queries), 2, -1)
-        for (q_start, q_end), (starts, ends) in zip(q, found, strict=True):
+        for (q_start, q_end), (starts, ends) in zip(q, found.reshape(len(queries), 2, -1), strict=True):
             spans = candidate_spans(self.corpus, starts, ends, config.l_max)
             first = reconstruct(self.index, spans[:, 0]) @ q_start if len(spans) else np.empty(0)
             last = reconstruct(self.index, spans[:, 1]) @ q_end if len(spans) else np.empty(0)
@@ -171,23 +167,22 @@ class NPM:
     def predict_tokens(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> list[list[Answer]]:
         """NPM single: the top single-token answers of each query."""
         q = self.encode_queries(queries, 1)[:, 0] * self.scale  # (B, d)
-        results = []
         if config.restrict:
-            hits = []
-            for query, qv in zip(queries, q, strict=True):
-                ids, vectors = self.passage_vectors(self.bm25_blocks(query, config.passages))
-                hits.append((ids, vectors @ qv))
+            hits = [(ids, vectors @ qv) for qv, (ids, vectors) in zip(q, self.restricted(queries, config.passages), strict=True)]
         else:
             sims, found = self.search(q, config)
             hits = [(f[f >= 0], s[f >= 0]) for s, f in zip(sims, found, strict=True)]
+        results = []
         for ids, sims in hits:
-            vocab, scores = score_tokens(np.asarray(self.corpus.tokens[ids], dtype=np.int64), sims, config.tau)
+            tokens = np.asarray(self.corpus.tokens[ids], dtype=np.int64)
+            vocab, scores = score_tokens(tokens, sims, config.tau)
+            share = np.exp((sims - sims.max()) / config.tau)
+            share /= share.sum()
             answers = []
             for token, score in zip(vocab[: config.answers].tolist(), scores[: config.answers].tolist(), strict=True):
-                where = ids[self.corpus.tokens[ids] == token]
-                share = sims[self.corpus.tokens[ids] == token]
-                best = np.argsort(-share, kind="stable")[: config.evidence]
-                evidence = tuple(Evidence(int(self.corpus.block_of(where[i : i + 1])[0]), int(where[i]), int(where[i]), float(score)) for i in best)
+                mine = np.flatnonzero(tokens == token)
+                best = mine[np.argsort(-share[mine], kind="stable")[: config.evidence]]
+                evidence = tuple(Evidence(int(self.corpus.block_of(ids[i : i + 1])[0]), int(ids[i]), int(ids[i]), float(share[i])) for i in best)
                 answers.append(Answer(self._decode([token]), (token,), score, evidence))
             results.append(answers)
         return results
@@ -230,20 +225,24 @@ class NPM:
             self._bm25 = bm25.BM25Searcher(str(self.bm25_dir))
         return [int(hit.block_id) for hit in self._bm25.search(query.replace(MASK, " "), n)]
 
-    def passage_vectors(self, blocks: list[int]) -> tuple[np.ndarray, np.ndarray]:
-        """Global ids (n,) and exact vectors (n, d) of every content token of ``blocks``, encoded now."""
+    def restricted(self, queries: list[str], passages: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        """For each query: the sorted global ids (n,) and exact vectors (n, d) of every content
+        token of its top BM25 passages. The passages of all queries are encoded in one go."""
+        chosen = [sorted(set(self.bm25_blocks(query, passages))) for query in queries]
+        unique = sorted(set().union(*chosen))
+        vectors = dict(zip(unique, self.block_vectors(unique), strict=True))
+        out = []
+        for blocks in chosen:
+            ids = np.concatenate([np.arange(self.corpus.offsets[b], self.corpus.offsets[b + 1]) for b in blocks] or [np.empty(0, dtype=np.int64)])
+            out.append((ids, np.concatenate([vectors[b] for b in blocks] or [np.empty((0, self.index.d), dtype=np.float32)])))
+        return out
+
+    def block_vectors(self, blocks: list[int]) -> list[np.ndarray]:
+        """Exact vectors (n_b, d) of the content tokens of each block, encoded now."""
         before, after = self._frame
         framed = self.tokenizer(self.tokenizer.mask_token)["input_ids"]  # the special tokens around a text
-        sequences, ids = [], []
-        for b in blocks:
-            content = self.corpus.block_tokens(b).astype(np.int64).tolist()
-            sequences.append(framed[:before] + content + framed[len(framed) - after :])
-            ids.append(np.arange(self.corpus.offsets[b], self.corpus.offsets[b + 1]))
-        if not sequences:
-            return np.empty(0, dtype=np.int64), np.empty((0, self.index.d), dtype=np.float32)
-        hidden = encode(self.model, self.tokenizer, sequences)
-        vectors = np.concatenate([h[before : len(h) - after] for h in hidden])
-        return np.concatenate(ids), vectors
+        sequences = [framed[:before] + self.corpus.block_tokens(b).astype(np.int64).tolist() + framed[len(framed) - after :] for b in blocks]
+        return [h[before : len(h) - after] for h in encode(self.model, self.tokenizer, sequences)]
 
     def _answers(self, phrases, config: InferenceConfig) -> list[Answer]:
         answers = []

@@ -143,6 +143,25 @@ def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat
         assert {e.block for a in answers for e in a.evidence} <= set(top)
 
 
+def test_npm_single_sums_the_exact_top_k_by_token(flat):
+    config = InferenceConfig(k=200, tau=0.5, restrict=False, answers=5)
+    queries = QUERIES
+    q = flat.encode_queries(queries, 1)[:, 0] * flat.scale
+    V = np.asarray(flat.index.reconstruct_n(0, flat.index.ntotal), dtype=np.float64)
+    tokens = np.asarray(flat.corpus.tokens)
+    for answers, qv in zip(flat.predict_tokens(queries, config), q, strict=True):
+        sims = V @ qv
+        top = np.argsort(-sims)[:200]
+        scores = defaultdict(float)
+        for i in top:
+            scores[int(tokens[i])] += math.exp(sims[i] / 0.5)
+        total = sum(scores.values())
+        reference = sorted(((t, v / total) for t, v in scores.items()), key=lambda item: -item[1])[:5]
+        assert [a.token_ids[0] for a in answers] == [t for t, _ in reference]
+        np.testing.assert_allclose([a.score for a in answers], [v for _, v in reference], atol=1e-4)
+        assert all(tokens[e.first] == a.token_ids[0] for a in answers for e in a.evidence)
+
+
 def test_spans_are_whole_words_inside_one_block(flat):
     corpus = flat.corpus
     rng = np.random.default_rng(0)
