@@ -236,6 +236,56 @@ def query(
                 console.print(f"     [dim]{ev['block_id']}[/] [italic]{ev['title']}[/]: {snippet}", highlight=False)
 
 
+@app.command(name="eval")
+def eval_task(
+    task: Annotated[str, typer.Option(help="sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa or cloze.")],
+    index_url: Annotated[str, typer.Option("--index", help="Index of the task's reference corpus (npmcore references, ingest, index).")],
+    data: Annotated[str | None, typer.Option(help="The jsonl file of a cloze task.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Seeded sample of at most this many examples (default 3000).")] = 3000,
+    seed: int = 0,
+    single: Annotated[bool, typer.Option(help="NPM single instead of NPM.")] = False,
+    restrict: Annotated[bool, typer.Option(help="Open-set: search only the top BM25 passages, exactly.")] = True,
+    k: Annotated[int, typer.Option(min=1, help="Tokens retrieved per query vector.")] = 4096,
+    tau: Annotated[float | None, typer.Option(min=1e-6, help="Temperature (default: 5 closed-set, 1 open-set).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="End with one JSON line {task, n, metric, score}.")] = False,
+) -> None:
+    """Zero-shot evaluation of an index on one task; prints a table (and a JSON line with --json)."""
+    import json
+
+    from npmcore.evaluation.run import evaluate
+    from npmcore.evaluation.tasks import load_task
+    from npmcore.inference import NPM, InferenceConfig
+
+    try:
+        loaded = load_task(task, limit=limit, seed=seed, path=data)
+        config = InferenceConfig(k=k, restrict=restrict, tau=tau if tau is not None else (5.0 if loaded.kind == "closed" else 1.0))
+        result = evaluate(loaded, NPM(absolute_store(index_url)), "npm-single" if single else "npm", config)
+    except USER_ERRORS as e:
+        fail(e)
+    table = Table("task", "system", "n", "metric", "score", *result.notes, title=f"evaluation against {index_url}")
+    table.add_row(result.task, result.system, str(result.n), result.metric, f"{result.score:.4f}", *(str(v) for v in result.notes.values()))
+    console.print(table)
+    if json_out:
+        print(json.dumps({"task": result.task, "n": result.n, "metric": result.metric, "score": result.score}))
+
+
+@app.command()
+def references(
+    task: Annotated[str, typer.Option(help="Task whose reference corpus to write (its evaluated examples left out).")],
+    out: Annotated[str, typer.Option(help="jsonl file to write, for npmcore ingest.")],
+    limit: Annotated[int | None, typer.Option(min=1, help="The same sample as npmcore eval --limit.")] = 3000,
+    seed: int = 0,
+) -> None:
+    """Write a task's reference corpus (documents that never contain its evaluated examples) as jsonl."""
+    from npmcore.evaluation.references import write_reference_corpus
+    from npmcore.evaluation.tasks import DEFAULT_DATA_DIR, load_task
+
+    try:
+        print(write_reference_corpus(load_task(task, limit=limit, seed=seed), DEFAULT_DATA_DIR, out))
+    except USER_ERRORS as e:
+        fail(e)
+
+
 def _highlight(text: str, start: int, end: int, context: int = 100) -> str:
     """The span in bold with up to ``context`` characters either side (rich markup)."""
     from rich.markup import escape

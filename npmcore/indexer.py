@@ -108,8 +108,10 @@ def training_sample(datastore: str, n: int, seed: int = 0) -> np.ndarray:
     return np.concatenate(parts)
 
 
-def _shard_index(trained: bytes, datastore: str, name: str, first: int, out: str) -> str:
-    """Add one datastore shard to a copy of the trained IVF index; write it to ``out`` (runs on a worker)."""
+def _shard_index(trained: bytes, datastore: str, job: tuple[str, int, str]) -> str:
+    """Add one datastore shard (name, first global id, output URL) to a copy of the trained
+    IVF index and write it to the output URL (runs on a worker)."""
+    name, first, out = job
     vectors = shard_arrays(datastore, name, read_manifest(datastore).files)["vectors"]
     index = add_shard(faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8)), vectors, first)
     with fsspec.open(out, "wb") as f:
@@ -128,7 +130,7 @@ def build_faiss(plan: IndexPlan, workdir: Path, client: Client | None) -> list[P
         blob = faiss.serialize_index(trained).tobytes()
         parts = join(plan.staging, "ivf-shards")
         jobs = [(name, first, join(parts, f"{name}.faiss")) for name, first in zip(names, firsts, strict=True)]
-        fn = functools.partial(_run_shard_job, blob, plan.datastore)
+        fn = functools.partial(_shard_index, blob, plan.datastore)
         shard_urls = sorted(map_bounded(fn, jobs, client))
         local = [_local_copy(url, workdir / "ivf-shards") for url in shard_urls]
         ivfdata = workdir / "index.ivfdata" if plan.config.on_disk else None
@@ -142,11 +144,6 @@ def build_faiss(plan: IndexPlan, workdir: Path, client: Client | None) -> list[P
         raise SnapshotError(f"index holds {index.ntotal} vectors, the datastore {manifest.counts['tokens']}")
     faiss.write_index(finalize(index), str(workdir / "index.faiss"))
     return [workdir / "index.faiss", *([workdir / "index.ivfdata"] if plan.config.on_disk else [])]
-
-
-def _run_shard_job(trained: bytes, datastore: str, job: tuple[str, int, str]) -> str:
-    name, first, out = job
-    return _shard_index(trained, datastore, name, first, out)
 
 
 def _local_copy(url: str, folder: Path) -> Path:

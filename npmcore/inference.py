@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import faiss
 import fsspec
 import numpy as np
 from fsspec.implementations.local import LocalFileSystem

@@ -1,3 +1,7 @@
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +105,17 @@ def roberta_dir(tmp_path_factory, roberta_tokenizer) -> str:
     )
     RobertaModel(config).save_pretrained(path)
     return str(path)
+
+
+def kill_once(script: str, folder: Path, pattern: str, timeout_s: float = 300) -> None:
+    """Run ``script`` in a new Python process and SIGKILL it as soon as a file matching
+    ``pattern`` appears under ``folder`` (fails if the process ends first)."""
+    proc = subprocess.Popen([sys.executable, "-c", "from npmcore.runtime import configure_environment; configure_environment()\n" + script])
+    try:
+        deadline = time.time() + timeout_s
+        while not list(folder.glob(pattern)):
+            assert proc.poll() is None and time.time() < deadline, f"the process ended before {pattern} appeared"
+            time.sleep(0.1)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait()

@@ -13,8 +13,6 @@ import pytest
 import torch
 from transformers import (
     PreTrainedTokenizerFast,
-    RobertaConfig,
-    RobertaModel,
 )
 
 from npmcore.blocks import encoder_input, split_document

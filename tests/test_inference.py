@@ -1,10 +1,6 @@
 """Datastore, index and NPM inference on a small real corpus, against brute-force references."""
 
 import math
-import signal
-import subprocess
-import sys
-import time
 from collections import defaultdict
 
 import faiss
@@ -12,6 +8,7 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
+from conftest import kill_once
 from flows.cli import app
 from npmcore.datastore import build_datastore, iter_shards
 from npmcore.encoder import encode, load_encoder
@@ -19,8 +16,7 @@ from npmcore.index import add_all, add_shard, finalize, merge_ivf, search, train
 from npmcore.indexer import IndexConfig, build_index, training_sample
 from npmcore.inference import NPM, InferenceConfig, QueryError, label_token_ids
 from npmcore.ingest import IngestConfig, ingest, read_blocks
-from npmcore.masking import vocab_tables
-from npmcore.phrases import Corpus, candidate_spans
+from npmcore.phrases import candidate_spans
 from npmcore.storage import SnapshotError, open_snapshot
 
 ARTICLES = 60  # Lee news articles in the test corpus (about 15k tokens)
@@ -231,20 +227,8 @@ def test_resume_after_a_killed_shard_equals_a_clean_build(corpus, datastore, tmp
     store = tmp_path / "store"
     shutil.copytree(corpus, store / "corpus" / corpus.rsplit("/", 1)[1])
     copy = str(store / "corpus" / corpus.rsplit("/", 1)[1])
-    script = (
-        "from npmcore.runtime import configure_environment; configure_environment()\n"
-        "from npmcore.datastore import build_datastore\n"
-        f"build_datastore({copy!r}, {str(store)!r})\n"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", script])
-    try:
-        deadline = time.time() + 300
-        while not list(store.glob("datastore/.partial-*/shards/part-00000.json")):
-            assert proc.poll() is None and time.time() < deadline, "the build ended before it could be killed"
-            time.sleep(0.1)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
+    script = f"from npmcore.datastore import build_datastore\nbuild_datastore({copy!r}, {str(store)!r})\n"
+    kill_once(script, store, "datastore/.partial-*/shards/part-00000.json")
     marker = next(store.glob("datastore/.partial-*/shards/part-00000.json"))
     done_at = marker.stat().st_mtime_ns
     with pytest.raises(SnapshotError):
@@ -289,12 +273,20 @@ def test_a_corrupted_or_missing_index_file_is_an_error(datastore, tmp_path):
         NPM(str(broken))
 
 
-def test_cli_index_and_query(corpus, tmp_path):
+def test_cli_index_and_query(corpus, datastore, tmp_path):
+    import shutil
+
     runner = CliRunner()
-    store = corpus.rsplit("/corpus/", 1)[0]
-    built = runner.invoke(app, ["index", "--store", store, "--corpus", corpus, "--factory", "Flat", "--workers", "2"])
+    store = str(tmp_path / "store")  # a new store: the flow embeds every shard (a task each, on Dask) again
+    shutil.copytree(corpus, f"{store}/corpus/{corpus.rsplit('/', 1)[1]}")
+    corpus = f"{store}/corpus/{corpus.rsplit('/', 1)[1]}"
+    built = runner.invoke(app, ["index", "--store", store, "--corpus", corpus, "--factory", "IVF16,PQ16", "--workers", "2"])
     assert built.exit_code == 0, built.output
     url = built.output.strip().splitlines()[-1]
+    # the flow's datastore (embedded shard by shard on Dask workers) equals the library's
+    for (_, mine), (_, theirs) in zip(iter_shards(open_snapshot(url).inputs[0]["datastore"]), iter_shards(datastore), strict=True):
+        np.testing.assert_array_equal(mine["tokens"], theirs["tokens"])
+        np.testing.assert_allclose(mine["vectors"], theirs["vectors"], atol=2e-2)
     result = runner.invoke(app, ["query", "--index", url, "--json", QUERIES[0]])
     assert result.exit_code == 0, result.output
     import json
@@ -354,3 +346,38 @@ def test_a_corrupted_datastore_shard_is_refused(datastore, tmp_path):
         f.write(b"\x00\x01\x02")
     with pytest.raises(SnapshotError, match="checksum mismatch in shards/part-00001/vectors.npy"):
         build_index(str(broken), IndexConfig(factory="Flat"))
+
+
+def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path):
+    import json
+
+    from npmcore.evaluation.run import evaluate
+    from npmcore.evaluation.tasks import load_task
+
+    config = InferenceConfig(restrict=True)
+    predicted = [a[0].text for a in flat.predict(QUERIES, config)]
+    path = tmp_path / "cloze.jsonl"
+    # gold = the model's own answer for the first two queries, an absent phrase for the others
+    golds = [[predicted[0]], [predicted[1].upper() + "!"], ["no such answer"], ["nothing like it"]]
+    path.write_text("".join(json.dumps({"query": q, "answers": g}) + "\n" for q, g in zip(QUERIES, golds, strict=True)))
+    result = evaluate(load_task("cloze", path=str(path)), flat, "npm", config)
+    assert (result.n, result.metric) == (4, "exact_match")
+    assert [r.correct for r in result.records] == [True, True, False, False] and result.score == 0.5
+    assert [r.prediction for r in result.records] == predicted
+    runner = CliRunner()
+    out = runner.invoke(app, ["eval", "--task", "cloze", "--data", str(path), "--index", flat.url, "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.output.strip().splitlines()[-1]) == {"task": "cloze", "n": 4, "metric": "exact_match", "score": 0.5}
+
+
+def test_closed_set_evaluation_counts_correct_labels(flat):
+    from npmcore.evaluation.run import evaluate
+    from npmcore.evaluation.tasks import Example, Task
+
+    examples = tuple(Example(q, (), label, f"q{i}", q) for i, (q, label) in enumerate(zip(QUERIES, [0, 1, 0, 1], strict=True)))
+    task = Task("toy", "closed", examples, ("australia", "police"), (("australia", "australian"), ("police", "unputdownable")), {}, None)
+    result = evaluate(task, flat, "npm", InferenceConfig(k=300, tau=5.0))
+    scores = flat.classify(list(QUERIES), [label_token_ids(flat.tokenizer, list(w))[0] for w in task.label_words], config=InferenceConfig(k=300, tau=5.0))
+    expected = [int(np.argmax(row)) == ex.label for row, ex in zip(scores, examples, strict=True)]
+    assert [r.correct for r in result.records] == expected and result.score == np.mean(expected)
+    assert result.notes["label_words_dropped"] == 1

@@ -1,14 +1,12 @@
 """Ingestion end to end: serial vs Dask, idempotence, empty documents, crash safety."""
 
 import json
-import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from conftest import kill_once
 from npmcore.cluster import ClusterError, dask_client
 from npmcore.corpus import CorpusError
 from npmcore.ingest import IngestConfig, ingest, read_blocks
@@ -80,20 +78,8 @@ def test_unreachable_scheduler_fails_fast():
 
 def test_killed_run_leaves_no_valid_snapshot(tmp_path, default_inputs):
     store = tmp_path / "store"
-    script = (
-        "import sys; from npmcore.runtime import configure_environment; configure_environment()\n"
-        "from npmcore.ingest import IngestConfig, ingest\n"
-        f"ingest({default_inputs!r}, {str(store)!r}, IngestConfig(pages_per_partition=5))\n"
-    )
-    proc = subprocess.Popen([sys.executable, "-c", script])
-    try:
-        deadline = time.time() + 120
-        while not list(store.glob("corpus/.tmp-*/blocks/part-00002.parquet")):
-            assert proc.poll() is None and time.time() < deadline, "ingestion ended before it could be killed"
-            time.sleep(0.2)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait()
+    script = f"from npmcore.ingest import IngestConfig, ingest\ningest({default_inputs!r}, {str(store)!r}, IngestConfig(pages_per_partition=5))\n"
+    kill_once(script, store, "corpus/.tmp-*/blocks/part-00002.parquet", timeout_s=120)
     assert list_snapshots(str(store), "corpus") == []
     staging = next(store.glob("corpus/.tmp-*"))
     with pytest.raises(SnapshotError, match="manifest.json is missing"):

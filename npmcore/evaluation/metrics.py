@@ -1,0 +1,62 @@
+"""Evaluation metrics: SQuAD-normalised exact match, accuracy, LAMA macro average by length."""
+
+import re
+import string
+from collections import defaultdict
+from collections.abc import Sequence
+from typing import Any
+
+_ARTICLES = re.compile(r"\b(a|an|the)\b")
+_PUNCTUATION = str.maketrans("", "", string.punctuation)
+
+
+def normalize_answer(s: str) -> str:
+    """SQuAD normalisation: lower case, drop punctuation, drop articles a/an/the, collapse whitespace."""
+    return " ".join(_ARTICLES.sub(" ", s.lower().translate(_PUNCTUATION)).split())
+
+
+def exact_match(prediction: str, answers: Sequence[str]) -> bool:
+    """Whether ``prediction`` equals any gold alias after :func:`normalize_answer`.
+
+    Raises:
+        ValueError: ``answers`` is empty (an example without gold cannot be scored).
+    """
+    if not answers:
+        raise ValueError(f"no gold answers to compare the prediction {prediction!r} with")
+    predicted = normalize_answer(prediction)
+    return any(predicted == normalize_answer(a) for a in answers)
+
+
+def _check_pairs(a: Sequence[Any], b: Sequence[Any], names: str) -> None:
+    if len(a) != len(b):
+        raise ValueError(f"{names} differ in length: {len(a)} vs {len(b)}")
+    if not a:
+        raise ValueError(f"{names} are empty: nothing to average")
+
+
+def accuracy(predictions: Sequence[Any], golds: Sequence[Any]) -> float:
+    """Fraction of positions where the prediction equals the gold."""
+    _check_pairs(predictions, golds, "predictions and golds")
+    return sum(p == g for p, g in zip(predictions, golds)) / len(golds)
+
+
+def length_bucket(n: int) -> str:
+    """Answer-length bucket of LAMA's macro average: ``"1"``, ``"2"``, ``"3"`` or ``"4+"``."""
+    if n < 1:
+        raise ValueError(f"an answer length is at least 1 token, got {n}")
+    return str(n) if n < 4 else "4+"
+
+
+def macro_by_length(correct: Sequence[bool], lengths: Sequence[int]) -> float:
+    """Mean over answer-length buckets 1, 2, 3, 4+ of each bucket's accuracy, as the paper
+    reports LAMA; a bucket with no example is left out.
+
+    Args:
+        correct: per example, whether the prediction was right.
+        lengths: per example, the answer length in tokens (the shortest gold answer's).
+    """
+    _check_pairs(correct, lengths, "correct and lengths")
+    buckets: dict[str, list[bool]] = defaultdict(list)
+    for ok, n in zip(correct, lengths):
+        buckets[length_bucket(n)].append(bool(ok))
+    return sum(sum(v) / len(v) for v in buckets.values()) / len(buckets)

@@ -1,0 +1,100 @@
+"""Evaluating an NPM index on a task: predictions, metric and per-example records.
+
+Closed-set tasks score each label by the retrieved tokens that are its verbalizer words
+(filtered to single tokens of the encoder's vocabulary); open-set tasks take the top
+phrase (NPM) or token (NPM single) and count exact matches against every gold alias.
+LAMA tasks report the macro average over answer lengths 1, 2, 3, 4+ (in encoder tokens
+of the shortest gold answer), as the paper does.
+"""
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+from npmcore.evaluation.metrics import exact_match, macro_by_length
+from npmcore.evaluation.tasks import Task
+from npmcore.inference import NPM, InferenceConfig, label_token_ids
+
+System = Literal["npm", "npm-single"]
+
+
+@dataclass(frozen=True)
+class Record:
+    id: str
+    query: str
+    gold: str  # the label name, or the gold aliases joined by " | "
+    prediction: str  # "" when nothing was retrieved (closed-set: no label word in the top k)
+    score: float  # the prediction's normalised score (closed-set: its log score)
+    correct: bool
+    evidence: str  # the best passage's block id of the prediction ("" for closed-set)
+
+
+@dataclass(frozen=True)
+class Result:
+    task: str
+    system: System
+    n: int
+    metric: str  # "accuracy", "exact_match" or "macro_exact_match"
+    score: float  # in [0, 1]
+    records: tuple[Record, ...]
+    notes: dict[str, int]  # counts worth reporting: skipped examples, dropped label words, abstentions
+
+
+def evaluate(task: Task, npm: NPM, system: System = "npm", config: InferenceConfig = InferenceConfig(), batch_size: int = 16) -> Result:
+    """Run ``task`` against ``npm`` (an index of the task's reference corpus)."""
+    if not task.examples:
+        raise ValueError(f"task {task.name} has no examples to evaluate (skipped: {task.skipped})")
+    notes = {f"skipped_{reason}": count for reason, count in task.skipped.items()}
+    labels = label_ids(task, npm, notes) if task.kind == "closed" else None
+    records = []
+    for lo in range(0, len(task.examples), batch_size):
+        batch = task.examples[lo : lo + batch_size]
+        if labels is None:
+            records.extend(_open(batch, npm, system, config))
+        else:
+            records.extend(_closed(task, batch, npm, labels, system, config, notes))
+    correct = [r.correct for r in records]
+    if task.macro_key == "answer_length":
+        lengths = [min(len(npm.tokenizer(f" {a}", add_special_tokens=False)["input_ids"]) for a in ex.answers) for ex in task.examples]
+        metric, score = "macro_exact_match", macro_by_length(correct, lengths)
+    else:
+        metric, score = ("accuracy" if task.kind == "closed" else "exact_match"), float(np.mean(correct))
+    return Result(task.name, system, len(records), metric, score, tuple(records), notes)
+
+
+def label_ids(task: Task, npm: NPM, notes: dict[str, int]) -> list[np.ndarray]:
+    """Token ids of each label's verbalizer words that are single tokens; a label left without any is an error."""
+    out = []
+    for name, words in zip(task.labels, task.label_words, strict=True):
+        ids, dropped = label_token_ids(npm.tokenizer, list(words))
+        notes["label_words_dropped"] = notes.get("label_words_dropped", 0) + len(dropped)
+        if len(ids) == 0:
+            raise ValueError(f"task {task.name}: no word of label {name!r} ({', '.join(words)}) is a single token of the encoder")
+        out.append(ids)
+    return out
+
+
+def _closed(task: Task, examples, npm: NPM, labels: list[np.ndarray], system: System, config: InferenceConfig, notes: dict[str, int]) -> list[Record]:
+    scores = npm.classify([ex.query for ex in examples], labels, mode=system, config=config)
+    records = []
+    for ex, row in zip(examples, scores, strict=True):
+        if np.isneginf(row).all():
+            notes["abstained"] = notes.get("abstained", 0) + 1
+            records.append(Record(ex.id, ex.query, task.labels[ex.label], "", float("-inf"), False, ""))
+            continue
+        best = int(np.argmax(row))
+        records.append(Record(ex.id, ex.query, task.labels[ex.label], task.labels[best], float(row[best]), best == ex.label, ""))
+    return records
+
+
+def _open(examples, npm: NPM, system: System, config: InferenceConfig) -> list[Record]:
+    queries = [ex.query for ex in examples]
+    answers = npm.predict(queries, config) if system == "npm" else npm.predict_tokens(queries, config)
+    records = []
+    for ex, found in zip(examples, answers, strict=True):
+        top = found[0] if found else None
+        text = top.text if top else ""
+        evidence = str(top.evidence[0].block) if top and top.evidence else ""
+        records.append(Record(ex.id, ex.query, " | ".join(ex.answers), text, top.score if top else 0.0, bool(top) and exact_match(text, ex.answers), evidence))
+    return records

@@ -1,0 +1,216 @@
+"""Zero-shot evaluation tasks: examples with one ``[MASK]``, label words, seeded samples.
+
+Closed-set: ``sst2``, ``mr``, ``cr``, ``rt`` (sentiment), ``subj``, ``agn``, ``rte``.
+Open-set: LAMA ``trex`` and ``google_re`` (gold = ``obj_label``), ``nq`` and
+``triviaqa`` (gold = every alias), ``cloze`` (any jsonl of ``{"query", "answers", "id"?}``).
+Templates and label words are in :mod:`npmcore.evaluation.templates`.
+"""
+
+import ast
+import logging
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from npmcore.evaluation.readers import (
+    GOOGLE_RE_TEMPLATES, lama_facts, lama_templates, read_csv, read_jsonl, read_tsv, schema_error,
+    string_field, string_list,
+)
+from npmcore.evaluation.templates import CLOSED_SPECS, MASK, ClosedSpec, clean, label_words, lama_query, question_query
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DATA_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+SENTIMENT_TASKS = ("sst2", "mr", "cr", "rt")
+CLOSED_TASKS = (*SENTIMENT_TASKS, "subj", "agn", "rte")
+LAMA_TASKS = ("trex", "google_re")
+QUESTION_TASKS = ("nq", "triviaqa")
+TASKS = (*CLOSED_TASKS, *LAMA_TASKS, *QUESTION_TASKS, "cloze")
+
+
+@dataclass(frozen=True)
+class Example:
+    query: str  # the model input, with exactly one literal "[MASK]"
+    answers: tuple[str, ...]  # open-set gold aliases; () for closed-set tasks
+    label: int | None  # closed-set gold index into Task.labels; None for open-set tasks
+    id: str  # unique in its task: "<task>-<line>" or the dataset's own id (LAMA uuid, cloze "id")
+    # The input before templating (review, "title description", premise, question); for
+    # LAMA and cloze the query with the mask filled by the first gold answer. The leakage
+    # guard searches the reference corpus for it.
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    kind: Literal["closed", "open"]
+    examples: tuple[Example, ...]  # the evaluated (possibly subsampled) examples, in file order
+    labels: tuple[str, ...]  # closed-set label names; () for open-set
+    # Closed-set candidate words per label, unfiltered: the paper's word first, then the fuzzy
+    # verbalizer synonyms; the caller keeps those that are one token of its encoder.
+    label_words: tuple[tuple[str, ...], ...]
+    skipped: dict[str, int]  # reason -> examples of the file dropped (before subsampling)
+    # "answer_length" (LAMA): report the mean over answer-length buckets 1, 2, 3, 4+ (the
+    # length in encoder tokens of the shortest gold answer); None: plain average.
+    macro_key: str | None
+
+
+def _example(query: str, answers: tuple[str, ...], label: int | None, id: str, text: str) -> Example | str:
+    """The example, or the reason it is skipped."""
+    if query.count(MASK) != 1:
+        return "mask_count"
+    if not text.strip():
+        return "empty_text"
+    return Example(query=query, answers=answers, label=label, id=id, text=text)
+
+
+def _closed_rows(spec: ClosedSpec, path: Path) -> Iterator[tuple[int, dict]]:
+    columns = (*spec.fields, spec.label_field)
+    if path.suffix == ".tsv":
+        return read_tsv(path, (spec.label_field, *spec.fields))  # SST: "__label__k<TAB>text"
+    if path.suffix == ".csv":
+        return read_csv(path, columns)
+    return read_jsonl(path, columns)
+
+
+def _closed_examples(name: str, spec: ClosedSpec, data_dir: Path) -> Iterator[Example | str]:
+    path = data_dir / spec.file
+    for line, row in _closed_rows(spec, path):
+        raw = str(row[spec.label_field]).strip()
+        if raw not in spec.label_map:
+            raise schema_error(path, line, f"label {raw!r} is not one of {sorted(spec.label_map)}")
+        label = spec.label_map[raw]
+        if label is None:
+            yield "neutral"
+            continue
+        fields = {f: clean(string_field(path, line, row, f)) for f in spec.fields}
+        if not all(fields.values()):
+            yield "empty_text"
+            continue
+        fields = spec.prepare(fields)
+        text = " ".join(fields[f] for f in spec.text_fields)
+        yield _example(spec.template.format(**fields), (), label, f"{name}-{line}", text)
+
+
+def _lama_examples(name: str, data_dir: Path) -> Iterator[Example | str]:
+    templates = {**GOOGLE_RE_TEMPLATES, **lama_templates(data_dir)}  # relations.jsonl wins
+    for relation, path, line, fact in lama_facts(data_dir, name):
+        if relation not in templates:
+            raise schema_error(path, line, f"relation {relation!r} has no template in lama/relations.jsonl")
+        subject = " ".join(string_field(path, line, fact, "sub_label").split())
+        answer = " ".join(string_field(path, line, fact, "obj_label").split())
+        if not subject or not answer:
+            yield "empty_text"
+            continue
+        query = lama_query(templates[relation], subject)
+        uuid = string_field(path, line, fact, "uuid")
+        yield _example(query, (answer,), None, uuid, query.replace(MASK, answer, 1))
+
+
+def _question_example(question: str, answers: tuple[str, ...], id: str) -> Example | str:
+    question = " ".join(question.split())
+    if not any(a.strip() for a in answers):
+        return "no_answers"
+    return _example(question_query(question), answers, None, id, question)
+
+
+def _nq_examples(data_dir: Path) -> Iterator[Example | str]:
+    path = data_dir / "nq" / "NQ-open.dev.jsonl"
+    for line, row in read_jsonl(path, ("question", "answer")):
+        answers = string_list(path, line, row["answer"], "answer")
+        yield _question_example(string_field(path, line, row, "question"), answers, f"nq-{line}")
+
+
+def _triviaqa_examples(data_dir: Path) -> Iterator[Example | str]:
+    path = data_dir / "triviaqa" / "dpr_trivia_test.qa.tsv"
+    for line, row in read_tsv(path, ("question", "answers"), quoted=True):
+        try:
+            value = ast.literal_eval(row["answers"])
+        except (ValueError, SyntaxError) as e:
+            raise schema_error(path, line, f"answers are not a Python list literal: {row['answers'][:80]!r}") from e
+        yield _question_example(row["question"], string_list(path, line, value, "answers"), f"triviaqa-{line}")
+
+
+def _cloze_examples(path: Path) -> Iterator[Example | str]:
+    for line, row in read_jsonl(path, ("query", "answers")):
+        query = string_field(path, line, row, "query")
+        answers = string_list(path, line, row["answers"], "answers")
+        if not any(a.strip() for a in answers):
+            yield "no_answers"
+            continue
+        id = str(row["id"]) if row.get("id") is not None else f"cloze-{line}"
+        yield _example(query, answers, None, id, query.replace(MASK, answers[0], 1))
+
+
+def subsample(examples: list[Example], limit: int | None, seed: int) -> tuple[Example, ...]:
+    """A seeded sample of ``limit`` examples (all when ``limit`` is None or not smaller), in input order."""
+    if limit is None or len(examples) <= limit:
+        return tuple(examples)
+    keep = np.sort(np.random.default_rng(seed).choice(len(examples), size=limit, replace=False))
+    return tuple(examples[i] for i in keep)
+
+
+def load_task(
+    name: str,
+    data_dir: Path = DEFAULT_DATA_DIR,
+    limit: int | None = 3000,
+    seed: int = 0,
+    path: str | Path | None = None,
+) -> Task:
+    """Load an evaluation task.
+
+    Args:
+        name: one of ``TASKS``.
+        data_dir: the shared data folder (layout of ``shared/data/README.md``).
+        limit: keep a seeded sample of this many examples; None keeps all.
+        seed: seed of ``numpy.random.default_rng`` for the sample.
+        path: the jsonl file of the ``cloze`` task (only for it).
+
+    Returns:
+        The task; examples that cannot be evaluated are counted in ``Task.skipped``.
+
+    Raises:
+        ValueError: unknown name, bad ``limit``/``path``, or a data file with a wrong schema
+        (the message names the file and line).
+    """
+    data_dir = Path(data_dir)
+    if name not in TASKS:
+        raise ValueError(f"unknown task {name!r}; known tasks: {', '.join(TASKS)}")
+    if limit is not None and limit < 1:
+        raise ValueError(f"limit must be a positive number of examples or None, got {limit}")
+    if (path is None) == (name == "cloze"):
+        raise ValueError(f"path is required for the cloze task and only for it (task {name!r}, path {path!r})")
+    labels: tuple[str, ...] = ()
+    words: tuple[tuple[str, ...], ...] = ()
+    if name in CLOSED_SPECS:
+        spec = CLOSED_SPECS[name]
+        items = _closed_examples(name, spec, data_dir)
+        labels, words = spec.labels, label_words(spec, data_dir)
+    elif name in LAMA_TASKS:
+        items = _lama_examples(name, data_dir)
+    elif name == "nq":
+        items = _nq_examples(data_dir)
+    elif name == "triviaqa":
+        items = _triviaqa_examples(data_dir)
+    else:
+        items = _cloze_examples(Path(path))
+    examples, skipped = [], Counter()
+    for item in items:
+        if isinstance(item, str):
+            skipped[item] += 1
+        else:
+            examples.append(item)
+    duplicates = [i for i, n in Counter(ex.id for ex in examples).items() if n > 1]
+    if duplicates:
+        raise ValueError(f"task {name!r}: duplicate example ids {duplicates[:5]}")
+    if skipped:
+        logger.info("task %s: skipped %s", name, dict(skipped))
+    return Task(
+        name=name, kind="closed" if name in CLOSED_TASKS else "open", examples=subsample(examples, limit, seed),
+        labels=labels, label_words=words, skipped=dict(skipped),
+        macro_key="answer_length" if name in LAMA_TASKS else None,
+    )
