@@ -83,7 +83,7 @@ def demo(store: Store = "npm-store", dask_address: DaskAddress = None, workers: 
     try:
         cluster = ClusterParams(dask_address=dask_address, n_workers=workers)
         params = PipelineParams(
-            ingest=IngestParams(store=store, cluster=cluster),
+            ingest=IngestParams(store=store, cluster=cluster, pages_per_partition=25),  # shards to embed in parallel
             train=TrainParams(store=store, steps=DEMO_STEPS, batch_size=DEMO_BATCH, warmup_steps=2),
             index=IndexParams(store=store),
         )
@@ -238,8 +238,10 @@ def query(
 
 @app.command(name="eval")
 def eval_task(
-    task: Annotated[str, typer.Option(help="sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa or cloze.")],
-    index_url: Annotated[str, typer.Option("--index", help="Index of the task's reference corpus (npmcore references, ingest, index).")],
+    task: Annotated[list[str], typer.Option(help="sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa or cloze (repeatable).")],
+    index_url: Annotated[str | None, typer.Option("--index", help="Evaluate against this index; default: build each task's reference corpus and index.")] = None,
+    model: Annotated[str | None, typer.Option(help="Encoder of the reference indexes (path, cached name or models:/…).")] = None,
+    store: Store = "npm-store",
     data: Annotated[str | None, typer.Option(help="The jsonl file of a cloze task.")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Seeded sample of at most this many examples (default 3000).")] = 3000,
     seed: int = 0,
@@ -247,26 +249,34 @@ def eval_task(
     restrict: Annotated[bool, typer.Option(help="Open-set: search only the top BM25 passages, exactly.")] = True,
     k: Annotated[int, typer.Option(min=1, help="Tokens retrieved per query vector.")] = 4096,
     tau: Annotated[float | None, typer.Option(min=1e-6, help="Temperature (default: 5 closed-set, 1 open-set).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="End with one JSON line {task, n, metric, score}.")] = False,
+    wiki_files: Annotated[int, typer.Option(min=0, max=64, help="enwiki_sample files added to open-set reference corpora.")] = 1,
+    json_out: Annotated[bool, typer.Option("--json", help="End with one JSON line per task: {task, n, metric, score}.")] = False,
+    dask_address: DaskAddress = None,
+    workers: Workers = None,
 ) -> None:
-    """Zero-shot evaluation of an index on one task; prints a table (and a JSON line with --json)."""
+    """Zero-shot evaluation (flow evaluate): each task against its reference index, logged to MLflow (experiment npm-eval)."""
     import json
 
-    from npmcore.evaluation.run import evaluate
-    from npmcore.evaluation.tasks import load_task
-    from npmcore.inference import NPM, InferenceConfig
+    from flows.evaluate import EvalParams, evaluate
+    from flows.prefect_api import prefect_api
 
     try:
-        loaded = load_task(task, limit=limit, seed=seed, path=data)
-        config = InferenceConfig(k=k, restrict=restrict, tau=tau if tau is not None else (5.0 if loaded.kind == "closed" else 1.0))
-        result = evaluate(loaded, NPM(absolute_store(index_url)), "npm-single" if single else "npm", config)
+        params = EvalParams(
+            tasks=task, store=store, index=index_url and absolute_store(index_url), model=model, data=data, limit=limit,
+            seed=seed, system="npm-single" if single else "npm", restrict=restrict, k=k, tau=tau, wiki_files=wiki_files,
+            cluster=ClusterParams(dask_address=dask_address, n_workers=workers),
+        )
+        with prefect_api():
+            results = evaluate(params)
     except USER_ERRORS as e:
         fail(e)
-    table = Table("task", "system", "n", "metric", "score", *result.notes, title=f"evaluation against {index_url}")
-    table.add_row(result.task, result.system, str(result.n), result.metric, f"{result.score:.4f}", *(str(v) for v in result.notes.values()))
+    table = Table("task", "system", "n", "metric", "score", "notes", title="zero-shot evaluation (MLflow experiment npm-eval)")
+    for r in results:
+        table.add_row(r.task, r.system, str(r.n), r.metric, f"{r.score:.4f}", " ".join(f"{k}={v}" for k, v in r.notes.items()))
     console.print(table)
     if json_out:
-        print(json.dumps({"task": result.task, "n": result.n, "metric": result.metric, "score": result.score}))
+        for r in results:
+            print(json.dumps({"task": r.task, "n": r.n, "metric": r.metric, "score": r.score}))
 
 
 @app.command()

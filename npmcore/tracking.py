@@ -30,6 +30,13 @@ def tracking(uri: str, experiment: str) -> Iterator[None]:
     previous = {name: os.environ.get(name) for name in _URI_VARIABLES}
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
+    if uri.startswith("sqlite:///") and mlflow.get_experiment_by_name(experiment) is None:
+        # a store-local database keeps its artifacts beside it, not in ./mlruns of whatever folder the process runs in
+        artifacts = Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts" / experiment
+        try:
+            mlflow.create_experiment(experiment, artifact_location=artifacts.as_uri())
+        except mlflow.exceptions.MlflowException:  # created meanwhile by another process
+            pass
     mlflow.set_experiment(experiment)
     try:
         yield

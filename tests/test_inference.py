@@ -365,9 +365,17 @@ def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path):
     assert [r.correct for r in result.records] == [True, True, False, False] and result.score == 0.5
     assert [r.prediction for r in result.records] == predicted
     runner = CliRunner()
-    out = runner.invoke(app, ["eval", "--task", "cloze", "--data", str(path), "--index", flat.url, "--json"])
+    store = tmp_path / "store"
+    out = runner.invoke(app, ["eval", "--task", "cloze", "--data", str(path), "--index", flat.url, "--store", str(store), "--json"])
     assert out.exit_code == 0, out.output
     assert json.loads(out.output.strip().splitlines()[-1]) == {"task": "cloze", "n": 4, "metric": "exact_match", "score": 0.5}
+    from mlflow import MlflowClient
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])
+    assert run.data.metrics["exact_match"] == 0.5 and run.data.params["index"] == flat.url
+    assert run.data.params["encoder_fingerprint"] == flat.manifest.config["encoder_fingerprint"]
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["predictions.jsonl"]
 
 
 def test_closed_set_evaluation_counts_correct_labels(flat):
