@@ -280,6 +280,53 @@ def eval_task(
 
 
 @app.command()
+def compare(
+    items: Annotated[list[str], typer.Argument(help="Two or more MLflow run ids of npmcore eval, or models (models:/npm-encoder/3, a path, default).")],
+    store: Store = "npm-store",
+    experiment: Annotated[str, typer.Option(help="MLflow experiment of the evaluation runs.")] = "npm-eval",
+) -> None:
+    """Side-by-side scores: runs (one column each) or models (their newest evaluation run per task and system)."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    from flows.train import tracking_uri
+
+    if len(items) < 2:
+        fail(ValueError("compare needs two or more runs or models"))
+    uri = tracking_uri(absolute_store(store))
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        fail(ValueError(f"no MLflow experiment {experiment!r} at {uri}: run npmcore eval first"))
+    columns: dict[str, dict[str, str]] = {}
+    for item in items:
+        try:
+            runs = [client.get_run(item)] if _looks_like_run_id(item) else client.search_runs(
+                [found.experiment_id], filter_string=f"params.model = '{item}'", order_by=["attributes.start_time DESC"]
+            )
+        except MlflowException as e:
+            fail(ValueError(f"{item}: {e.message}"))
+        if not runs:
+            fail(ValueError(f"{item}: no evaluation run in experiment {experiment!r} (run npmcore eval --model {item})"))
+        cells: dict[str, str] = {}
+        for run in runs:  # newest first: keep the newest score of each task and system
+            params, metrics = run.data.params, run.data.metrics
+            for name, value in metrics.items():
+                if name in ("accuracy", "exact_match", "macro_exact_match"):
+                    cells.setdefault(f"{params.get('task')}/{params.get('system')} {name}", f"{value:.4f}")
+            cells.setdefault("corpus tokens", params.get("corpus_tokens", ""))
+        columns[item] = cells
+    table = Table("", *items, title=f"MLflow experiment {experiment}")
+    for row in sorted({key for cells in columns.values() for key in cells}):
+        table.add_row(row, *(columns[item].get(row, "–") for item in items))
+    console.print(table)
+
+
+def _looks_like_run_id(item: str) -> bool:
+    return len(item) == 32 and all(c in "0123456789abcdef" for c in item)
+
+
+@app.command()
 def references(
     task: Annotated[str, typer.Option(help="Task whose reference corpus to write (its evaluated examples left out).")],
     out: Annotated[str, typer.Option(help="jsonl file to write, for npmcore ingest.")],

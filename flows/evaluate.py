@@ -71,7 +71,8 @@ def evaluate_task(evaluated: Task, index: str, params: EvalParams) -> Result:
     manifest = read_manifest(index)
     with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name=f"{evaluated.name}/{params.system}"):
         mlflow.log_params({
-            "task": evaluated.name, "system": params.system, "index": index, "index_id": manifest.id,
+            "task": evaluated.name, "system": params.system, "model": params.model or manifest.config["encoder"],
+            "index": index, "index_id": manifest.id,
             "factory": manifest.config["factory"], "corpus_id": manifest.inputs[0]["corpus_id"],
             "datastore_id": manifest.inputs[0]["datastore_id"], "encoder": manifest.config["encoder"],
             "encoder_fingerprint": manifest.config["encoder_fingerprint"], "corpus_tokens": manifest.counts["tokens"],

@@ -111,7 +111,7 @@ def embed_shard(plan: DatastorePlan, index: int) -> ShardResult:
     hidden = encode(model, tokenizer, sequences, plan.batch_tokens)
     lengths = np.array([len(s) - before - after for s in sequences], dtype=np.int64)
     arrays = {
-        "vectors": np.concatenate([h[before : len(h) - after] for h in hidden]).astype(np.float16).reshape(-1, plan.dim),
+        "vectors": np.concatenate([h[before : len(h) - after] for h in hidden] or [np.empty((0, plan.dim))]).astype(np.float16),
         "tokens": np.fromiter((t for s in sequences for t in s[before : len(s) - after]), dtype=np.int32, count=int(lengths.sum())),
         "offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
     }

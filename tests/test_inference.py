@@ -376,6 +376,15 @@ def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path):
     assert run.data.metrics["exact_match"] == 0.5 and run.data.params["index"] == flat.url
     assert run.data.params["encoder_fingerprint"] == flat.manifest.config["encoder_fingerprint"]
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["predictions.jsonl"]
+    single = runner.invoke(app, ["eval", "--task", "cloze", "--data", str(path), "--index", flat.url, "--store", str(store), "--single"])
+    assert single.exit_code == 0, single.output
+    runs = client.search_runs([run.info.experiment_id], order_by=["attributes.start_time ASC"])
+    table = runner.invoke(app, ["compare", *(r.info.run_id for r in runs), "--store", str(store)])
+    assert table.exit_code == 0, table.output
+    row = next(line for line in table.output.splitlines() if "cloze/npm exact_match" in line)
+    assert "0.5000" in row and "–" in row  # the NPM run has it, the NPM single run does not
+    bad = runner.invoke(app, ["compare", "models:/npm-encoder/9", "default", "--store", str(store)])
+    assert bad.exit_code == 2 and "no evaluation run" in bad.output
 
 
 def test_closed_set_evaluation_counts_correct_labels(flat):
@@ -389,3 +398,24 @@ def test_closed_set_evaluation_counts_correct_labels(flat):
     expected = [int(np.argmax(row)) == ex.label for row, ex in zip(scores, examples, strict=True)]
     assert [r.correct for r in result.records] == expected and result.score == np.mean(expected)
     assert result.notes["label_words_dropped"] == 1
+
+
+def test_a_shard_without_blocks_is_embedded_and_indexed(tmp_path):
+    import json
+
+    docs = [
+        {"id": "a", "title": "Thessaloniki", "text": "Thessaloniki is the second-largest city in Greece."},
+        {"id": "b", "title": "Empty", "text": "   "},
+        {"id": "c", "title": "Athens", "text": "Athens is the capital of Greece."},
+    ]
+    path = tmp_path / "docs.jsonl"
+    path.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    store = str(tmp_path / "store")
+    corpus = ingest([str(path)], store, IngestConfig(partition_bytes=70))
+    assert open_snapshot(corpus).counts["blocks"] == 2
+    datastore = build_datastore(corpus, store)
+    sizes = [len(a["vectors"]) for _, a in iter_shards(datastore)]
+    assert 0 in sizes and sum(size > 0 for size in sizes) == 2
+    npm = NPM(build_index(datastore, IndexConfig(factory="Flat")))
+    answers = npm.predict(["Athens is the capital of [MASK]."], InferenceConfig(restrict=False, k=8))[0]
+    assert answers and {e.block for a in answers for e in a.evidence} <= {0, 1}
