@@ -167,7 +167,7 @@ def index(
     model: Annotated[
         str | None, typer.Option(help="Encoder: model folder, cached HF name or models:/npm-encoder@champion (default: MiniLM-L6).")
     ] = None,
-    factory: Annotated[str | None, typer.Option(help="FAISS index-factory string, e.g. Flat, HNSW32, IVF1024,PQ32 (default: IVF-PQ, <= 64 B/token).")] = None,
+    factory: Annotated[str | None, typer.Option(help="FAISS index-factory string, e.g. Flat, HNSW32, IVF1024,PQ32 (default: the largest PQ within 64 bytes/token; IVF-PQ above 20M tokens).")] = None,
     search_params: Annotated[str | None, typer.Option(help="Default FAISS search parameters, e.g. nprobe=64.")] = None,
     on_disk: Annotated[bool, typer.Option(help="IVF only: memory-mapped inverted lists.")] = False,
     dask_address: DaskAddress = None,

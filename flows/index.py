@@ -18,7 +18,7 @@ class IndexParams(BaseModel):
         None, description="Encoder: a local model folder, a cached Hugging Face name or a registry URI "
         "(models:/npm-encoder@champion); empty = the default MiniLM-L6.",
     )
-    factory: str | None = Field(None, description="FAISS index-factory string (Flat, HNSW32, IVF1024,PQ32, …); empty = IVF-PQ within 64 bytes/token.")
+    factory: str | None = Field(None, description="FAISS index-factory string (Flat, HNSW32, IVF1024,PQ32, …); empty = the largest PQ within 64 bytes/token (IVF-PQ above 20M tokens).")
     search_params: str | None = Field(None, description="Default FAISS search parameters stored with the index (nprobe=64); empty = automatic.")
     on_disk: bool = Field(False, description="IVF only: keep the inverted lists in a memory-mapped file.")
     bm25: bool = Field(True, description="Also build the BM25 index for the restricted open-set mode.")
