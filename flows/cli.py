@@ -238,44 +238,50 @@ def query(
 
 @app.command(name="eval")
 def eval_task(
-    task: Annotated[list[str], typer.Option(help="sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa or cloze (repeatable).")],
+    task: Annotated[list[str] | None, typer.Option(help="sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa or cloze (repeatable).")] = None,
+    suite: Annotated[str | None, typer.Option(help="quick: every task but cloze, at most 100 examples each.")] = None,
     index_url: Annotated[str | None, typer.Option("--index", help="Evaluate against this index; default: build each task's reference corpus and index.")] = None,
     model: Annotated[str | None, typer.Option(help="Encoder of the reference indexes (path, cached name or models:/…).")] = None,
     store: Store = "npm-store",
     data: Annotated[str | None, typer.Option(help="The jsonl file of a cloze task.")] = None,
-    limit: Annotated[int | None, typer.Option(min=1, help="Seeded sample of at most this many examples (default 3000).")] = 3000,
+    limit: Annotated[int | None, typer.Option(min=1, help="Seeded sample of at most this many examples (default 3000; quick suite 100).")] = None,
     seed: int = 0,
-    single: Annotated[bool, typer.Option(help="NPM single instead of NPM.")] = False,
-    restrict: Annotated[bool, typer.Option(help="Open-set: search only the top BM25 passages, exactly.")] = True,
+    system: Annotated[list[str] | None, typer.Option(help="npm, npm-no-bm25 or npm-single (repeatable; default npm).")] = None,
+    exact: Annotated[bool, typer.Option(help="Also search a Flat (exact) index of the same datastore.")] = False,
     k: Annotated[int, typer.Option(min=1, help="Tokens retrieved per query vector.")] = 4096,
-    tau: Annotated[float | None, typer.Option(min=1e-6, help="Temperature (default: 5 closed-set, 1 open-set).")] = None,
+    tau: Annotated[list[float] | None, typer.Option(help="Temperature, repeatable for a sweep (default: 5 closed-set, 1 open-set).")] = None,
     wiki_files: Annotated[int, typer.Option(min=0, max=64, help="enwiki_sample files added to open-set reference corpora.")] = 1,
-    json_out: Annotated[bool, typer.Option("--json", help="End with one JSON line per task: {task, n, metric, score}.")] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="End with one JSON line per run: {task, n, metric, score}.")] = False,
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
-    """Zero-shot evaluation (flow evaluate): each task against its reference index, logged to MLflow (experiment npm-eval)."""
+    """Zero-shot evaluation (flow evaluate): tasks x systems x temperatures against reference indexes, each run logged to MLflow (experiment npm-eval)."""
     import json
 
-    from flows.evaluate import EvalParams, evaluate
+    from flows.evaluate import QUICK_SUITE, EvalParams, evaluate
     from flows.prefect_api import prefect_api
 
+    if suite not in (None, "quick"):
+        fail(ValueError(f"unknown suite {suite!r}; the suite is 'quick'"))
+    tasks = [*(task or []), *(QUICK_SUITE if suite else [])]
+    if not tasks:
+        fail(ValueError("give --task NAME (repeatable) or --suite quick"))
     try:
         params = EvalParams(
-            tasks=task, store=store, index=index_url and absolute_store(index_url), model=model, data=data, limit=limit,
-            seed=seed, system="npm-single" if single else "npm", restrict=restrict, k=k, tau=tau, wiki_files=wiki_files,
-            cluster=ClusterParams(dask_address=dask_address, n_workers=workers),
+            tasks=tasks, store=store, index=index_url and absolute_store(index_url), model=model, data=data,
+            limit=limit or (100 if suite else 3000), seed=seed, systems=system or ["npm"], exact=exact, k=k, taus=tau,
+            wiki_files=wiki_files, cluster=ClusterParams(dask_address=dask_address, n_workers=workers),
         )
         with prefect_api():
-            results = evaluate(params)
+            rows = evaluate(params)
     except USER_ERRORS as e:
         fail(e)
-    table = Table("task", "system", "n", "metric", "score", "notes", title="zero-shot evaluation (MLflow experiment npm-eval)")
-    for r in results:
-        table.add_row(r.task, r.system, str(r.n), r.metric, f"{r.score:.4f}", " ".join(f"{k}={v}" for k, v in r.notes.items()))
+    table = Table("task", "system", "tau", "index", "n", "metric", "score", "notes", title="zero-shot evaluation (MLflow experiment npm-eval)")
+    for r in rows:
+        table.add_row(r.task, r.system, f"{r.tau:g}", r.factory, str(r.n), r.metric, f"{r.score:.4f}", " ".join(f"{k}={v}" for k, v in r.notes.items()))
     console.print(table)
     if json_out:
-        for r in results:
+        for r in rows:
             print(json.dumps({"task": r.task, "n": r.n, "metric": r.metric, "score": r.score}))
 
 

@@ -2,6 +2,7 @@
 
 import json
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -14,10 +15,14 @@ from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, absolute_store, default_store
 from flows.train import tracking_uri
 from npmcore.evaluation.references import write_reference_corpus
-from npmcore.evaluation.run import Result, evaluate as run_evaluation
-from npmcore.evaluation.tasks import CLOSED_TASKS, DEFAULT_DATA_DIR, Task, load_task
+from npmcore.evaluation.run import Result, accuracy_by_length, answer_lengths, evaluate as run_evaluation
+from npmcore.evaluation.tasks import DEFAULT_DATA_DIR, Task, load_task
+from npmcore.indexer import IndexConfig, build_index as build_index_snapshot
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.storage import read_manifest
+
+System = Literal["npm", "npm-no-bm25", "npm-single"]
+QUICK_SUITE = ["sst2", "mr", "cr", "rt", "subj", "agn", "rte", "trex", "google_re", "nq", "triviaqa"]
 from npmcore.tracking import tracking
 
 
@@ -30,10 +35,13 @@ class EvalParams(BaseModel):
     wiki_files: int = Field(1, ge=0, le=64, description="enwiki_sample files added to the open-set reference corpora.")
     limit: int | None = Field(3000, ge=1, description="Seeded sample of at most this many examples per task.")
     seed: int = 0
-    system: Literal["npm", "npm-single"] = "npm"
-    restrict: bool = Field(True, description="Open-set: search only the top BM25 passages, exactly.")
+    systems: list[System] = Field(
+        ["npm"], description="npm (open-set: BM25-restricted, exact), npm-no-bm25 (kNN over the index), npm-single. "
+        "Closed-set tasks never use BM25: npm-no-bm25 is npm there and is skipped.",
+    )
+    exact: bool = Field(False, description="Also run the kNN systems against a Flat (exact) index of the same datastore.")
     k: int = Field(4096, ge=1)
-    tau: float | None = Field(None, gt=0, description="Temperature; empty = 5 for closed-set tasks, 1 for open-set.")
+    taus: list[float] | None = Field(None, description="Temperatures to sweep; empty = 5 for closed-set tasks, 1 for open-set.")
     experiment: str = Field("npm-eval", description="MLflow experiment.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
 
@@ -41,6 +49,18 @@ class EvalParams(BaseModel):
     @classmethod
     def _absolute(cls, value: str) -> str:
         return absolute_store(value)
+
+
+@dataclass(frozen=True)
+class Row:
+    task: str
+    system: str
+    tau: float
+    factory: str  # the FAISS index searched (kNN systems) or holding the corpus (BM25-restricted ones)
+    n: int
+    metric: str
+    score: float
+    notes: dict[str, int]
 
 
 @task(name="load-task")
@@ -62,34 +82,67 @@ def reference_index(evaluated: Task, params: EvalParams) -> str:
 
 
 @task(name="evaluate-task")
-def evaluate_task(evaluated: Task, index: str, params: EvalParams) -> Result:
-    """Run the task against the index and log the run (lineage params, score, predictions) to MLflow."""
-    tau = params.tau if params.tau is not None else (5.0 if evaluated.name in CLOSED_TASKS else 1.0)
-    config = InferenceConfig(k=params.k, tau=tau, restrict=params.restrict)
+def evaluate_task(evaluated: Task, index: str, system: System, tau: float, params: EvalParams) -> Result:
+    """Run the task against the index and log the run (lineage params, score, predictions, plot) to MLflow."""
+    config = InferenceConfig(k=params.k, tau=tau, restrict=system != "npm-no-bm25")
     npm = NPM(index, encoder=params.model if params.model and not params.model.startswith("models:/") else None)
-    result = run_evaluation(evaluated, npm, params.system, config)
+    result = run_evaluation(evaluated, npm, "npm-single" if system == "npm-single" else "npm", config)
     manifest = read_manifest(index)
-    with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name=f"{evaluated.name}/{params.system}"):
+    with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name=f"{evaluated.name}/{system}/tau={tau:g}"):
         mlflow.log_params({
-            "task": evaluated.name, "system": params.system, "model": params.model or manifest.config["encoder"],
-            "index": index, "index_id": manifest.id,
-            "factory": manifest.config["factory"], "corpus_id": manifest.inputs[0]["corpus_id"],
-            "datastore_id": manifest.inputs[0]["datastore_id"], "encoder": manifest.config["encoder"],
-            "encoder_fingerprint": manifest.config["encoder_fingerprint"], "corpus_tokens": manifest.counts["tokens"],
-            "k": config.k, "tau": config.tau, "restrict": config.restrict, "limit": params.limit, "seed": params.seed,
+            "task": evaluated.name, "system": system, "model": params.model or manifest.config["encoder"],
+            "index": index, "index_id": manifest.id, "factory": manifest.config["factory"],
+            "corpus_id": manifest.inputs[0]["corpus_id"], "datastore_id": manifest.inputs[0]["datastore_id"],
+            "encoder": manifest.config["encoder"], "encoder_fingerprint": manifest.config["encoder_fingerprint"],
+            "corpus_tokens": manifest.counts["tokens"], "k": config.k, "tau": tau, "restrict": config.restrict,
+            "limit": params.limit, "seed": params.seed,
         })
-        mlflow.log_metrics({result.metric: result.score, "n": result.n, **{k: v for k, v in result.notes.items()}})
+        mlflow.log_metrics({result.metric: result.score, "n": result.n, **result.notes})
         mlflow.log_text("".join(json.dumps(r.__dict__) + "\n" for r in result.records), "predictions.jsonl")
+        if evaluated.macro_key == "answer_length":
+            by_length = accuracy_by_length(result, answer_lengths(evaluated, npm))
+            mlflow.log_metrics({f"exact_match_len_{b}": v for b, v in by_length.items()})
+            mlflow.log_figure(_length_plot(evaluated.name, system, by_length), "accuracy_by_answer_length.png")
     return result
 
 
+def _length_plot(task: str, system: str, by_length: dict[str, float]):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(4, 3))
+    axes.bar(list(by_length), list(by_length.values()))
+    axes.set(xlabel="answer length (tokens)", ylabel="exact match", ylim=(0, 1), title=f"{task}: {system}")
+    figure.tight_layout()
+    return figure
+
+
+def runs_of(evaluated: Task, params: EvalParams) -> list[tuple[System, float]]:
+    """(system, temperature) pairs to run for a task."""
+    systems = [s for s in params.systems if not (evaluated.kind == "closed" and s == "npm-no-bm25")]
+    taus = params.taus or [5.0 if evaluated.kind == "closed" else 1.0]
+    return [(system, tau) for system in dict.fromkeys(systems) for tau in taus]
+
+
 @flow(name="evaluate")
-def evaluate(params: EvalParams | None = None) -> list[Result]:
-    """Evaluate every task of ``params`` (building reference indexes unless an index is given)."""
+def evaluate(params: EvalParams | None = None) -> list["Row"]:
+    """Evaluate every task of ``params`` with every system and temperature (building reference
+    indexes unless an index is given); returns one row per MLflow run."""
     params = params or EvalParams()
     results = []
     for name in params.tasks:
         evaluated = load_task_task(name, params)
-        index = params.index or reference_index(evaluated, params)
-        results.append(evaluate_task(evaluated, index, params))
+        indexes = [params.index or reference_index(evaluated, params)]
+        if params.exact:
+            datastore = read_manifest(indexes[0]).inputs[0]["datastore"]
+            indexes.append(build_index_snapshot(datastore, IndexConfig(factory="Flat", bm25=False)))
+        for position, index in enumerate(indexes):
+            factory = read_manifest(index).config["factory"]
+            for system, tau in runs_of(evaluated, params):
+                if position > 0 and evaluated.kind == "open" and system != "npm-no-bm25":
+                    continue  # BM25-restricted systems score exactly already: no FAISS search involved
+                result = evaluate_task(evaluated, index, system, tau, params)
+                results.append(Row(result.task, system, tau, factory, result.n, result.metric, result.score, result.notes))
     return results

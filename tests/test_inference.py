@@ -376,7 +376,7 @@ def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path):
     assert run.data.metrics["exact_match"] == 0.5 and run.data.params["index"] == flat.url
     assert run.data.params["encoder_fingerprint"] == flat.manifest.config["encoder_fingerprint"]
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["predictions.jsonl"]
-    single = runner.invoke(app, ["eval", "--task", "cloze", "--data", str(path), "--index", flat.url, "--store", str(store), "--single"])
+    single = runner.invoke(app, ["eval", "--task", "cloze", "--data", str(path), "--index", flat.url, "--store", str(store), "--system", "npm-single"])
     assert single.exit_code == 0, single.output
     runs = client.search_runs([run.info.experiment_id], order_by=["attributes.start_time ASC"])
     table = runner.invoke(app, ["compare", *(r.info.run_id for r in runs), "--store", str(store)])
@@ -419,3 +419,25 @@ def test_a_shard_without_blocks_is_embedded_and_indexed(tmp_path):
     npm = NPM(build_index(datastore, IndexConfig(factory="Flat")))
     answers = npm.predict(["Athens is the capital of [MASK]."], InferenceConfig(restrict=False, k=8))[0]
     assert answers and {e.block for a in answers for e in a.evidence} <= {0, 1}
+
+
+def test_evaluate_flow_runs_systems_temperatures_and_exact_search(flat, tmp_path):
+    from mlflow import MlflowClient
+
+    runner = CliRunner()
+    store = tmp_path / "store"
+    args = ["eval", "--task", "trex", "--limit", "6", "--index", flat.url, "--store", str(store), "--exact",
+            "--system", "npm", "--system", "npm-no-bm25", "--tau", "1", "--tau", "2"]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])
+    seen = sorted((r.data.params["system"], r.data.params["tau"], r.data.params["factory"]) for r in runs)
+    assert seen == [("npm", "1.0", "Flat"), ("npm", "2.0", "Flat"), ("npm-no-bm25", "1.0", "Flat"), ("npm-no-bm25", "1.0", "Flat"),
+                    ("npm-no-bm25", "2.0", "Flat"), ("npm-no-bm25", "2.0", "Flat")]
+    assert len({r.data.params["index"] for r in runs}) == 2  # the given index and the exact one built from its datastore
+    for run in runs:
+        assert "macro_exact_match" in run.data.metrics and any(m.startswith("exact_match_len_") for m in run.data.metrics)
+        assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"predictions.jsonl", "accuracy_by_answer_length.png"}
+    bad = runner.invoke(app, ["eval", "--suite", "slow", "--index", flat.url])
+    assert bad.exit_code == 2 and "unknown suite 'slow'" in bad.output

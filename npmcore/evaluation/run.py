@@ -12,7 +12,7 @@ from typing import Literal
 
 import numpy as np
 
-from npmcore.evaluation.metrics import exact_match, macro_by_length
+from npmcore.evaluation.metrics import exact_match, length_bucket, macro_by_length
 from npmcore.evaluation.tasks import Task
 from npmcore.inference import NPM, InferenceConfig, label_token_ids
 
@@ -56,11 +56,23 @@ def evaluate(task: Task, npm: NPM, system: System = "npm", config: InferenceConf
             records.extend(_closed(task, batch, npm, labels, system, config, notes))
     correct = [r.correct for r in records]
     if task.macro_key == "answer_length":
-        lengths = [min(len(npm.tokenizer(f" {a}", add_special_tokens=False)["input_ids"]) for a in ex.answers) for ex in task.examples]
-        metric, score = "macro_exact_match", macro_by_length(correct, lengths)
+        metric, score = "macro_exact_match", macro_by_length(correct, answer_lengths(task, npm))
     else:
         metric, score = ("accuracy" if task.kind == "closed" else "exact_match"), float(np.mean(correct))
     return Result(task.name, system, len(records), metric, score, tuple(records), notes)
+
+
+def answer_lengths(task: Task, npm: NPM) -> list[int]:
+    """Per open-set example, the length in encoder tokens of its shortest gold answer."""
+    return [min(len(npm.tokenizer(f" {a}", add_special_tokens=False)["input_ids"]) for a in ex.answers) for ex in task.examples]
+
+
+def accuracy_by_length(result: Result, lengths: list[int]) -> dict[str, float]:
+    """Exact match per answer-length bucket ("1", "2", "3", "4+"), for the paper's Figure 8."""
+    buckets: dict[str, list[bool]] = {}
+    for record, n in zip(result.records, lengths, strict=True):
+        buckets.setdefault(length_bucket(n), []).append(record.correct)
+    return {b: float(np.mean(buckets[b])) for b in ("1", "2", "3", "4+") if b in buckets}
 
 
 def label_ids(task: Task, npm: NPM, notes: dict[str, int]) -> list[np.ndarray]:
