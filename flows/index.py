@@ -20,6 +20,7 @@ class IndexParams(BaseModel):
     )
     factory: str | None = Field(None, description="FAISS index-factory string (Flat, HNSW32, IVF1024,PQ32, …); empty = the largest PQ within 64 bytes/token (IVF-PQ above 20M tokens).")
     search_params: str | None = Field(None, description="Default FAISS search parameters stored with the index (nprobe=64); empty = automatic.")
+    train_size: int = Field(100_000, ge=1_000, description="Vectors sampled to train the index.")
     on_disk: bool = Field(False, description="IVF only: keep the inverted lists in a memory-mapped file.")
     bm25: bool = Field(True, description="Also build the BM25 index for the restricted open-set mode.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
@@ -30,7 +31,9 @@ class IndexParams(BaseModel):
         return absolute_store(value)
 
     def config(self) -> IndexConfig:
-        return IndexConfig(factory=self.factory, search_params=self.search_params, on_disk=self.on_disk, bm25=self.bm25)
+        return IndexConfig(
+            factory=self.factory, search_params=self.search_params, train_size=self.train_size, on_disk=self.on_disk, bm25=self.bm25
+        )
 
 
 def resolve_encoder(model: str | None, store: str) -> str | None:

@@ -16,7 +16,7 @@ def ingest_corpus(params: IngestParams | None = None, progress: bool = False) ->
         format=params.format,
         encoder=params.encoder,
         max_tokens=params.max_tokens,
-        partition_bytes=params.partition_mb << 20,
+        partition_bytes=int(params.partition_mb * (1 << 20)),
         pages_per_partition=params.pages_per_partition,
     )
     inputs = params.inputs or default_corpus()

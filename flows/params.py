@@ -37,7 +37,7 @@ class IngestParams(BaseModel):
     encoder: str | None = Field(None, description="Tokenizer: a local model path or cached Hugging Face name; empty = default MiniLM-L6.")
     max_tokens: int = Field(256, ge=32, le=4096, description="Maximum block length in encoder tokens, special tokens included.")
     pages_per_partition: int = Field(200, ge=1, description="Dump pages per Dask partition.")
-    partition_mb: int = Field(8, ge=1, description="Byte range (MiB) per partition of uncompressed line-based files.")
+    partition_mb: float = Field(8, ge=0.01, description="Byte range (MiB) per partition of uncompressed line-based files.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
 
     @field_validator("store")
