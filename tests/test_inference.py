@@ -211,7 +211,7 @@ def test_merged_ivf_index_equals_a_single_shot_build(datastore, tmp_path):
 def test_compact_index_snapshots_are_searchable(datastore, factory):
     url = build_index(datastore, IndexConfig(factory=factory, train_size=10_000, bm25=False))
     manifest = open_snapshot(url)
-    assert manifest.config["factory"] == (factory or "PQ48")
+    assert manifest.config["factory"] == (factory or "PQ48np")
     npm = NPM(url)
     answers = npm.predict(QUERIES[:2], InferenceConfig(restrict=False, k=256))
     assert all(len(a) == 5 for a in answers)
