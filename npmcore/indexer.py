@@ -219,9 +219,3 @@ def build_index(datastore: str, config: IndexConfig = IndexConfig(), client: Cli
             files=dict(writer.files),
         )
         return writer.commit(manifest)
-
-
-def index_bytes(url: str) -> int:
-    """Bytes of every file of an index snapshot (all are read at query time)."""
-    return sum(entry.bytes for entry in read_manifest(url).files.values())
-
