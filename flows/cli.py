@@ -1,6 +1,7 @@
 """The ``npmcore`` command line: launches the Prefect flows and inspects the store."""
 
 import sys
+from pathlib import Path
 from typing import Annotated, NoReturn
 
 import typer
@@ -45,7 +46,7 @@ def ingest(
     inputs: Annotated[list[str] | None, typer.Argument(help="Files, folders or globs; none: the embedded default corpus.")] = None,
     fmt: Annotated[str, typer.Option("--format", help=f"auto or one of {', '.join(FORMATS)}.")] = "auto",
     store: Store = "npm-store",
-    encoder: Annotated[str | None, typer.Option(help="Tokenizer path or cached name (default: MiniLM-L6).")] = None,
+    encoder: Annotated[str | None, typer.Option(help="Tokenizer path or cached name (default: the default encoder's).")] = None,
     max_tokens: Annotated[int, typer.Option(help="Maximum block length in encoder tokens.")] = 256,
     dask_address: DaskAddress = None,
     workers: Workers = None,
@@ -67,13 +68,18 @@ def ingest(
     print(url)
 
 
-DEMO_STEPS, DEMO_BATCH = 20, 8  # a short training run: the demo shows the pipeline, not a useful encoder
+DEMO_BATCH = 8  # --train-steps: a short run from scratch shows the training stage, not a useful encoder
 DEMO_QUERY = "Anarchism is a political philosophy that advocates [MASK] societies."
 
 
 @app.command()
-def demo(store: Store = "npm-store", dask_address: DaskAddress = None, workers: Workers = None) -> None:
-    """The main job on the embedded default corpus and encoder: ingest, a short NPM training run, index, a query."""
+def demo(
+    store: Store = "npm-store",
+    train_steps: Annotated[int, typer.Option(min=0, help="Train an encoder from scratch (MiniLM-L6 as published) for this many steps; 0: the shipped NPM-trained encoder.")] = 0,
+    dask_address: DaskAddress = None,
+    workers: Workers = None,
+) -> None:
+    """The main job on the embedded default corpus and encoder: ingest, (optionally) train, index, a query."""
     from flows.index import IndexParams
     from flows.pipeline import PipelineParams, pipeline
     from flows.prefect_api import prefect_api
@@ -84,7 +90,7 @@ def demo(store: Store = "npm-store", dask_address: DaskAddress = None, workers: 
         cluster = ClusterParams(dask_address=dask_address, n_workers=workers)
         params = PipelineParams(
             ingest=IngestParams(store=store, cluster=cluster, pages_per_partition=25),  # shards to embed in parallel
-            train=TrainParams(store=store, steps=DEMO_STEPS, batch_size=DEMO_BATCH, warmup_steps=2),
+            train=TrainParams(store=store, steps=train_steps, batch_size=DEMO_BATCH, warmup_steps=max(1, train_steps // 10)) if train_steps else None,
             index=IndexParams(store=store),
         )
         with prefect_api():
@@ -98,7 +104,8 @@ def demo(store: Store = "npm-store", dask_address: DaskAddress = None, workers: 
     first = next(read_blocks(result["corpus"], columns=["block_id", "title", "text", "token_ids"])).slice(0, 1).to_pylist()[0]
     console.print(f"[bold]first block[/] {first['block_id']} ({len(first['token_ids'])} tokens): {first['title']}. {first['text'][:300]}…")
     console.print(f"corpus snapshot: [bold]{result['corpus']}[/] (verified)")
-    console.print(f"encoder: [bold]{result['encoder']}[/] ({DEMO_STEPS} steps of {DEMO_BATCH} sequences; MLflow experiment npm-train)")
+    trained = f"{result['encoder']} ({train_steps} steps of {DEMO_BATCH} sequences; MLflow experiment npm-train)"
+    console.print(f"encoder: [bold]{trained if train_steps else 'the shipped NPM-trained MiniLM-L6 (npmcore/checkpoints/npm-minilm-l6)'}[/]")
     console.print(f"index: [bold]{result['index']}[/] ({npm.manifest.config['factory']}, {npm.manifest.counts['tokens']:,} tokens)")
     console.print(f"[bold]{DEMO_QUERY}[/]")
     for rank, answer in enumerate(answers[:3], 1):
@@ -161,11 +168,60 @@ def register(
 
 
 @app.command()
+def export(
+    run_dir: Annotated[str, typer.Argument(help="Run folder of a training run (its MLflow run's run_dir tag).")],
+    out: Annotated[Path, typer.Option(help="Encoder folder to write.")],
+    step: Annotated[int | None, typer.Option(help="Checkpoint step (default: the newest; 0: the initial encoder).")] = None,
+) -> None:
+    """Write a training checkpoint as an encoder folder: fp16 safetensors and the tokenizer (the shipped default's format)."""
+    from npmcore.encoder import base_encoder_path, local_model_dir, save_fp16
+    from npmcore.train import load_trained
+
+    try:
+        _, model, config = load_trained(absolute_store(run_dir), step)
+        print(save_fp16(model, local_model_dir(str(config.encoder or base_encoder_path())), out))
+    except USER_ERRORS as e:
+        fail(e)
+
+
+@app.command(name="learning-curve")
+def learning_curve(
+    run_id: Annotated[str, typer.Argument(help="MLflow run id of a training run (experiment npm-train).")],
+    store: Store = "npm-store",
+    task: Annotated[list[str] | None, typer.Option(help="Task evaluated at every checkpoint (repeatable; default mr and cloze).")] = None,
+    data: Annotated[str | None, typer.Option(help="The jsonl file of the cloze task (use a dev split).")] = None,
+    limit: Annotated[int, typer.Option(min=1, help="Examples per task.")] = 100,
+    corpus: Annotated[str | None, typer.Option(help="Evaluate against this corpus snapshot instead of each task's reference corpus.")] = None,
+    step: Annotated[list[int] | None, typer.Option(help="Checkpoint step to evaluate (repeatable; default all, plus 0).")] = None,
+    dask_address: DaskAddress = None,
+    workers: Workers = None,
+) -> None:
+    """Evaluate a training run's checkpoints; logs eval.<task> against the step and a plot into the training run."""
+    from flows.learning_curve import CurveParams, learning_curve as curve_flow
+    from flows.prefect_api import prefect_api
+
+    try:
+        params = CurveParams(
+            run_id=run_id, store=store, tasks=task or ["mr", "cloze"], data=data, corpus=corpus and absolute_store(corpus), limit=limit, steps=step,
+            cluster=ClusterParams(dask_address=dask_address, n_workers=workers),
+        )
+        with prefect_api():
+            curve = curve_flow(params)
+    except USER_ERRORS as e:
+        fail(e)
+    names = sorted({t for scores in curve.values() for t in scores})
+    table = Table("step", *names, title=f"learning curve of run {run_id} (metrics eval.<task> in MLflow)")
+    for s, scores in sorted(curve.items()):
+        table.add_row(str(s), *(f"{scores[n]:.4f}" if n in scores else "–" for n in names))
+    console.print(table)
+
+
+@app.command()
 def index(
     corpus: Annotated[str | None, typer.Option(help="Corpus snapshot URL; default: the newest in the store.")] = None,
     store: Store = "npm-store",
     model: Annotated[
-        str | None, typer.Option(help="Encoder: model folder, cached HF name or models:/npm-encoder@champion (default: MiniLM-L6).")
+        str | None, typer.Option(help="Encoder: model folder, cached HF name or models:/npm-encoder@champion (default: the shipped NPM-trained MiniLM-L6).")
     ] = None,
     factory: Annotated[str | None, typer.Option(help="FAISS index-factory string, e.g. Flat, HNSW32, IVF1024,PQ32 (default: the largest PQ within 64 bytes/token; IVF-PQ above 20M tokens).")] = None,
     search_params: Annotated[str | None, typer.Option(help="Default FAISS search parameters, e.g. nprobe=64.")] = None,
@@ -241,7 +297,8 @@ def eval_task(
     task: Annotated[list[str] | None, typer.Option(help="sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa or cloze (repeatable).")] = None,
     suite: Annotated[str | None, typer.Option(help="quick: every task but cloze, at most 100 examples each.")] = None,
     index_url: Annotated[str | None, typer.Option("--index", help="Evaluate against this index; default: build each task's reference corpus and index.")] = None,
-    model: Annotated[str | None, typer.Option(help="Encoder of the reference indexes (path, cached name or models:/…).")] = None,
+    corpus: Annotated[str | None, typer.Option(help="Evaluate against this corpus snapshot (indexed with --model) instead of the task's reference corpus.")] = None,
+    model: Annotated[str | None, typer.Option(help="Encoder of the indexes built here (path, cached name or models:/…).")] = None,
     store: Store = "npm-store",
     data: Annotated[str | None, typer.Option(help="The jsonl file of a cloze task.")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Seeded sample of at most this many examples (default 3000; quick suite 100).")] = None,
@@ -250,7 +307,7 @@ def eval_task(
     exact: Annotated[bool, typer.Option(help="Also search a Flat (exact) index of the same datastore.")] = False,
     k: Annotated[int, typer.Option(min=1, help="Tokens retrieved per query vector.")] = 4096,
     tau: Annotated[list[float] | None, typer.Option(help="Temperature, repeatable for a sweep (default: 5 closed-set, 1 open-set).")] = None,
-    wiki_files: Annotated[int, typer.Option(min=0, max=64, help="enwiki_sample files added to open-set reference corpora.")] = 1,
+    wiki_files: Annotated[list[int] | None, typer.Option(help="enwiki_sample files added to open-set reference corpora (default 1); repeat to sweep the corpus size and plot the score against it.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="End with one JSON line per run: {task, n, metric, score}.")] = False,
     dask_address: DaskAddress = None,
     workers: Workers = None,
@@ -268,17 +325,17 @@ def eval_task(
         fail(ValueError("give --task NAME (repeatable) or --suite quick"))
     try:
         params = EvalParams(
-            tasks=tasks, store=store, index=index_url and absolute_store(index_url), model=model, data=data,
+            tasks=tasks, store=store, index=index_url and absolute_store(index_url), corpus=corpus and absolute_store(corpus), model=model, data=data,
             limit=limit or (100 if suite else 3000), seed=seed, systems=system or ["npm"], exact=exact, k=k, taus=tau,
-            wiki_files=wiki_files, cluster=ClusterParams(dask_address=dask_address, n_workers=workers),
+            wiki_files=wiki_files or [1], cluster=ClusterParams(dask_address=dask_address, n_workers=workers),
         )
         with prefect_api():
             rows = evaluate(params)
     except USER_ERRORS as e:
         fail(e)
-    table = Table("task", "system", "tau", "index", "n", "metric", "score", "notes", title="zero-shot evaluation (MLflow experiment npm-eval)")
+    table = Table("task", "system", "tau", "index", "corpus tokens", "n", "metric", "score", "notes", title="zero-shot evaluation (MLflow experiment npm-eval)")
     for r in rows:
-        table.add_row(r.task, r.system, f"{r.tau:g}", r.factory, str(r.n), r.metric, f"{r.score:.4f}", " ".join(f"{k}={v}" for k, v in r.notes.items()))
+        table.add_row(r.task, r.system, f"{r.tau:g}", r.factory, f"{r.corpus_tokens:,}", str(r.n), r.metric, f"{r.score:.4f}", " ".join(f"{k}={v}" for k, v in r.notes.items()))
     console.print(table)
     if json_out:
         for r in rows:

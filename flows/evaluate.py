@@ -30,9 +30,13 @@ class EvalParams(BaseModel):
     tasks: list[str] = Field(["mr"], description="Task names (sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa, cloze).")
     store: str = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
     index: str | None = Field(None, description="Evaluate against this index; empty = build each task's reference corpus and index.")
-    model: str | None = Field(None, description="Encoder of the reference indexes (path, cached name or models:/…); empty = MiniLM-L6.")
+    corpus: str | None = Field(None, description="Evaluate against this corpus snapshot, indexed with `model`, instead of the task's reference corpus.")
+    model: str | None = Field(None, description="Encoder of the indexes built here (path, cached name or models:/…); empty = the default encoder.")
     data: str | None = Field(None, description="The jsonl file of a cloze task.")
-    wiki_files: int = Field(1, ge=0, le=64, description="enwiki_sample files added to the open-set reference corpora.")
+    wiki_files: list[int] = Field(
+        [1], description="enwiki_sample files added to the open-set reference corpora; several values sweep the "
+        "reference-corpus size (one index each) and plot the score against corpus tokens (the paper's Figure 7).",
+    )
     limit: int | None = Field(3000, ge=1, description="Seeded sample of at most this many examples per task.")
     seed: int = 0
     systems: list[System] = Field(
@@ -50,6 +54,13 @@ class EvalParams(BaseModel):
     def _absolute(cls, value: str) -> str:
         return absolute_store(value)
 
+    @field_validator("wiki_files")
+    @classmethod
+    def _wiki_files(cls, value: list[int]) -> list[int]:
+        if not value or not all(0 <= n <= 64 for n in value):
+            raise ValueError(f"wiki_files needs one or more counts between 0 and 64 (enwiki_sample has 64 files), got {value}")
+        return sorted(set(value))
+
 
 @dataclass(frozen=True)
 class Row:
@@ -57,6 +68,7 @@ class Row:
     system: str
     tau: float
     factory: str  # the FAISS index searched (kNN systems) or holding the corpus (BM25-restricted ones)
+    corpus_tokens: int  # size of the reference corpus
     n: int
     metric: str
     score: float
@@ -68,16 +80,39 @@ def load_task_task(name: str, params: EvalParams) -> Task:
     return load_task(name, limit=params.limit, seed=params.seed, path=params.data)
 
 
-def reference_index(evaluated: Task, params: EvalParams) -> str:
-    """Ingest and index the task's reference corpus (its evaluated examples left out) with the
-    ingest_corpus and build_index flows; returns the index URL (reused when the corpus is unchanged)."""
+def task_indexes(evaluated: Task, params: EvalParams) -> list[str]:
+    """The indexes a task is evaluated against: the given index, the given corpus indexed, or
+    the task's reference corpus (one per ``wiki_files`` count for open-set tasks); with
+    ``exact``, a Flat index of the first one's datastore follows."""
+    if params.index:
+        indexes = [params.index]
+    elif params.corpus:
+        indexes = [index_corpus(params.corpus, params)]
+    elif evaluated.name == "cloze":  # facts of the user's own: by default about the embedded default corpus
+        indexes = [index_corpus(ingest_corpus(IngestParams(store=params.store, pages_per_partition=25, cluster=params.cluster)), params)]
+    else:
+        sizes = params.wiki_files if evaluated.kind == "open" else [0]
+        indexes = [reference_index(evaluated, params, n) for n in sizes]
+    if params.exact:
+        datastore = read_manifest(indexes[0]).inputs[0]["datastore"]
+        indexes.append(build_index_snapshot(datastore, IndexConfig(factory="Flat", bm25=False)))
+    return indexes
+
+
+def reference_index(evaluated: Task, params: EvalParams, wiki_files: int) -> str:
+    """Ingest and index the task's reference corpus (its evaluated examples left out, plus
+    ``wiki_files`` enwiki_sample files) with the ingest_corpus and build_index flows; returns
+    the index URL (reused when the corpus is unchanged)."""
     with tempfile.TemporaryDirectory() as tmp:
         inputs = [write_reference_corpus(evaluated, DEFAULT_DATA_DIR, Path(tmp) / f"{evaluated.name}.jsonl")]
-        if evaluated.kind == "open":
-            inputs += [str(DEFAULT_DATA_DIR / "enwiki_sample" / f"wiki_{i:02d}") for i in range(params.wiki_files)]
+        inputs += [str(DEFAULT_DATA_DIR / "enwiki_sample" / f"wiki_{i:02d}") for i in range(wiki_files)]
         inputs = [i for i in inputs if Path(i).stat().st_size > 0]
         # small partitions: the corpus shards are embedded in parallel, one per worker at a time
         corpus = ingest_corpus(IngestParams(inputs=inputs, store=params.store, partition_mb=0.25, cluster=params.cluster))
+    return index_corpus(corpus, params)
+
+
+def index_corpus(corpus: str, params: EvalParams) -> str:
     # reference corpora are small (about 0.2M tokens): 20k vectors train a PQ well enough, in a quarter of the time
     index_params = IndexParams(store=params.store, corpus=corpus, model=params.model, train_size=20_000, cluster=params.cluster)
     return build_index.with_options(task_runner=dask_runner(params.cluster))(index_params)
@@ -104,7 +139,9 @@ def evaluate_task(evaluated: Task, index: str, system: System, tau: float, param
         if evaluated.macro_key == "answer_length":
             by_length = accuracy_by_length(result, answer_lengths(evaluated, npm))
             mlflow.log_metrics({f"exact_match_len_{b}": v for b, v in by_length.items()})
-            mlflow.log_figure(_length_plot(evaluated.name, system, by_length), "accuracy_by_answer_length.png")
+            figure = _length_plot(evaluated.name, system, by_length)
+            mlflow.log_figure(figure, "accuracy_by_answer_length.png")
+            figure.clear()
     return result
 
 
@@ -136,15 +173,40 @@ def evaluate(params: EvalParams | None = None) -> list["Row"]:
     results = []
     for name in params.tasks:
         evaluated = load_task_task(name, params)
-        indexes = [params.index or reference_index(evaluated, params)]
-        if params.exact:
-            datastore = read_manifest(indexes[0]).inputs[0]["datastore"]
-            indexes.append(build_index_snapshot(datastore, IndexConfig(factory="Flat", bm25=False)))
-        for position, index in enumerate(indexes):
-            factory = read_manifest(index).config["factory"]
+        indexes = task_indexes(evaluated, params)
+        exact = indexes[-1] if params.exact else None
+        rows = []
+        for index in indexes:
+            manifest = read_manifest(index)
             for system, tau in runs_of(evaluated, params):
-                if position > 0 and evaluated.kind == "open" and system != "npm-no-bm25":
+                if index == exact and evaluated.kind == "open" and system != "npm-no-bm25":
                     continue  # BM25-restricted systems score exactly already: no FAISS search involved
                 result = evaluate_task(evaluated, index, system, tau, params)
-                results.append(Row(result.task, system, tau, factory, result.n, result.metric, result.score, result.notes))
+                rows.append(Row(result.task, system, tau, manifest.config["factory"], manifest.counts["tokens"], result.n, result.metric, result.score, result.notes))
+        if len({r.corpus_tokens for r in rows}) > 1:
+            log_size_curve(evaluated.name, [r for r in rows if r.factory != "Flat"], params)
+        results += rows
     return results
+
+
+def log_size_curve(task: str, rows: list["Row"], params: EvalParams) -> None:
+    """One MLflow run with the score against reference-corpus size (tokens) of each system
+    and temperature, as metrics (step = corpus tokens) and a plot (the paper's Figure 7)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(5, 3.5))
+    with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name=f"{task}/corpus-size"):
+        mlflow.log_params({"task": task, "model": params.model or "default", "wiki_files": params.wiki_files, "limit": params.limit, "seed": params.seed})
+        for system, tau in dict.fromkeys((r.system, r.tau) for r in rows):
+            curve = sorted((r.corpus_tokens, r.score) for r in rows if (r.system, r.tau) == (system, tau))
+            for tokens, score in curve:
+                mlflow.log_metric(f"{rows[0].metric}.{system}.tau{tau:g}", score, step=tokens)
+            axes.plot(*zip(*curve, strict=True), marker="o", label=f"{system} τ={tau:g}")
+        axes.set(xscale="log", xlabel="reference corpus (tokens)", ylabel=rows[0].metric, ylim=(0, 1), title=task)
+        axes.legend()
+        figure.tight_layout()
+        mlflow.log_figure(figure, "score_by_corpus_size.png")
+    plt.close(figure)

@@ -20,9 +20,11 @@ from tasks.train import train_task
 class TrainParams(BaseModel):
     store: str = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
     corpus: str | None = Field(None, description="Corpus snapshot URL; empty = the newest corpus snapshot in the store.")
-    preset: Literal["cpu-small", "paper"] = Field("cpu-small", description="cpu-small: this machine; paper: 32-GPU setting.")
+    preset: Literal["cpu-small", "cpu-quality", "paper"] = Field(
+        "cpu-small", description="cpu-small: a short run; cpu-quality: the shipped default encoder's recipe; paper: 32-GPU setting."
+    )
     objective: Literal["npm", "npm-single"] = "npm"
-    encoder: str | None = Field(None, description="Initial encoder path or cached HF name; empty = MiniLM-L6.")
+    encoder: str | None = Field(None, description="Initial encoder path or cached HF name; empty = MiniLM-L6 as published (training from scratch).")
     steps: int | None = Field(None, ge=1, description="Optimizer steps (default: the preset's).")
     batch_size: int | None = Field(None, ge=2, description="Sequences per step, global (default: the preset's).")
     grad_accum: int = Field(1, ge=1)

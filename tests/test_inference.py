@@ -441,3 +441,31 @@ def test_evaluate_flow_runs_systems_temperatures_and_exact_search(flat, tmp_path
         assert {a.path for a in client.list_artifacts(run.info.run_id)} == {"predictions.jsonl", "accuracy_by_answer_length.png"}
     bad = runner.invoke(app, ["eval", "--suite", "slow", "--index", flat.url])
     assert bad.exit_code == 2 and "unknown suite 'slow'" in bad.output
+
+
+def test_learning_curve_logs_checkpoint_scores_into_the_training_run(corpus, tmp_path):
+    import json
+
+    from mlflow import MlflowClient
+
+    from flows.prefect_api import prefect_api
+    from flows.train import TrainParams, train
+
+    store = tmp_path / "store"
+    with prefect_api():
+        train(TrainParams(store=str(store), corpus=corpus, steps=2, batch_size=4, warmup_steps=1, checkpoint_every=1))
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("npm-train").experiment_id])
+    path = tmp_path / "cloze.jsonl"
+    path.write_text("".join(json.dumps({"query": q, "answers": ["Howard"]}) + "\n" for q in QUERIES))
+    out = CliRunner().invoke(app, ["learning-curve", run.info.run_id, "--store", str(store), "--task", "cloze", "--data", str(path),
+                                   "--corpus", corpus, "--step", "0", "--step", "2"])
+    assert out.exit_code == 0, out.output
+    history = client.get_metric_history(run.info.run_id, "eval.cloze")
+    assert sorted(m.step for m in history) == [0, 2]
+    evals = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])
+    assert sorted(r.data.params["model"].rsplit("/", 1)[-1] for r in evals) == ["step-0000000", "step-0000002"]
+    by_step = {r.data.params["model"].rsplit("-", 1)[-1]: r.data.metrics["exact_match"] for r in evals}
+    assert {m.step: m.value for m in history} == {int(s): v for s, v in by_step.items()}
+    assert all(r.data.params["corpus_id"] == open_snapshot(corpus).id for r in evals)
+    assert "learning_curve.png" in {a.path for a in client.list_artifacts(run.info.run_id)}

@@ -137,3 +137,27 @@ def test_mixed_precision_training_runs(tmp_path, config, amp):
     _, model = train(replace(config, steps=2, amp=amp), str(tmp_path / amp), on_step=lambda s: losses.append(s.loss))
     assert len(losses) == 2 and all(torch.isfinite(torch.tensor(losses)))
     assert all(torch.isfinite(p).all() for p in model.parameters())
+
+
+def test_export_writes_fp16_weights_with_the_tokenizer_unchanged(tmp_path, config):
+    from safetensors.torch import load_file
+
+    from npmcore.encoder import base_encoder_path, encoder_fingerprint, tokenizer_fingerprint
+    from npmcore.train import checkpoint_steps, load_trained
+
+    run = str(tmp_path / "run")
+    _, trained = train(config, run)
+    assert checkpoint_steps(run) == [2, 4]
+    runner = CliRunner()
+    out = runner.invoke(app, ["export", run, "--out", str(tmp_path / "enc")])
+    assert out.exit_code == 0, out.output
+    saved = load_file(tmp_path / "enc" / "model.safetensors")
+    assert {t.dtype for t in saved.values()} == {torch.float16}
+    tokenizer, exported = load_encoder(str(tmp_path / "enc"))
+    assert tokenizer_fingerprint(tokenizer) == tokenizer_fingerprint(load_tokenizer(base_encoder_path()))
+    for name, tensor in trained.state_dict().items():  # the exported weights are the trained ones, rounded to fp16
+        assert torch.equal(exported.state_dict()[name], tensor.half().float()), name
+    _, initial, _ = load_trained(run, 0)  # step 0: the encoder the run started from
+    assert encoder_fingerprint(initial) == encoder_fingerprint(load_encoder(base_encoder_path())[1])
+    missing = runner.invoke(app, ["export", run, "--out", str(tmp_path / "other"), "--step", "3"])
+    assert missing.exit_code == 2 and "no checkpoint of step 3" in missing.output and not (tmp_path / "other").exists()
