@@ -9,10 +9,10 @@ from rich.console import Console
 from rich.table import Table
 
 from flows.params import ClusterParams, IngestParams, absolute_store
-from npmcore.cluster import ClusterError
+from npmcore.cluster import ClusterError, check_scheduler
 from npmcore.corpus import FORMATS, CorpusError
 from npmcore.encoder import EncoderError
-from npmcore.ingest import KIND as CORPUS, read_blocks
+from npmcore.ingest import KIND as CORPUS
 from npmcore.storage import Manifest, SnapshotError, list_snapshots, open_snapshot
 
 app = typer.Typer(help="NPM, the Nonparametric Masked Language Model: pipeline commands.", no_args_is_help=True)
@@ -26,6 +26,14 @@ DaskAddress = Annotated[
 ]
 Workers = Annotated[int | None, typer.Option("--workers", min=1, help="Local Dask workers (default: one per core).")]
 USER_ERRORS = (CorpusError, SnapshotError, EncoderError, ClusterError, ValueError, FileNotFoundError)
+
+
+def cluster_params(dask_address: str | None, workers: int | None) -> ClusterParams:
+    """The cluster options of a command; a given scheduler must answer within 10 s, before any flow starts."""
+    params = ClusterParams(dask_address=dask_address, n_workers=workers)
+    if params.dask_address:
+        check_scheduler(params.dask_address)
+    return params
 
 
 def fail(error: Exception) -> NoReturn:
@@ -59,7 +67,7 @@ def ingest(
     try:
         params = IngestParams(
             inputs=inputs or [], format=fmt, store=store, encoder=encoder, max_tokens=max_tokens,
-            cluster=ClusterParams(dask_address=dask_address, n_workers=workers),
+            cluster=cluster_params(dask_address, workers),
         )
         url = ingest_corpus(params, progress=sys.stderr.isatty())
         console.print(counts_table(url, open_snapshot(url, verify=False)))
@@ -79,38 +87,40 @@ def demo(
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
-    """The main job on the embedded default corpus and encoder: ingest, (optionally) train, index, a query."""
+    """The main job (flow pipeline) on the embedded default corpus: ingest, (optionally) train, index, evaluate, a query."""
+    from flows.evaluate import EvalParams
     from flows.index import IndexParams
-    from flows.pipeline import PipelineParams, pipeline
+    from flows.pipeline import CLOZE_TEST, PipelineParams, pipeline
     from flows.prefect_api import prefect_api
-    from flows.train import TrainParams
+    from flows.train import TrainParams, tracking_uri
     from npmcore.inference import NPM
 
     try:
-        cluster = ClusterParams(dask_address=dask_address, n_workers=workers)
+        cluster = cluster_params(dask_address, workers)
         params = PipelineParams(
             ingest=IngestParams(store=store, cluster=cluster, pages_per_partition=25),  # shards to embed in parallel
             train=TrainParams(store=store, steps=train_steps, batch_size=DEMO_BATCH, warmup_steps=max(1, train_steps // 10)) if train_steps else None,
             index=IndexParams(store=store),
+            evaluate=EvalParams(tasks=["cloze"], data=str(CLOZE_TEST), store=store),
         )
         with prefect_api():
             result = pipeline(params, progress=sys.stderr.isatty())
-        manifest = open_snapshot(result["corpus"])
-        npm = NPM(result["index"])
+        manifest = open_snapshot(result.corpus)
+        npm = NPM(result.index)
         answers = npm.predict([DEMO_QUERY])[0]
     except USER_ERRORS as e:
         fail(e)
-    console.print(counts_table(result["corpus"], manifest))
-    first = next(read_blocks(result["corpus"], columns=["block_id", "title", "text", "token_ids"])).slice(0, 1).to_pylist()[0]
-    console.print(f"[bold]first block[/] {first['block_id']} ({len(first['token_ids'])} tokens): {first['title']}. {first['text'][:300]}…")
-    console.print(f"corpus snapshot: [bold]{result['corpus']}[/] (verified)")
-    trained = f"{result['encoder']} ({train_steps} steps of {DEMO_BATCH} sequences; MLflow experiment npm-train)"
+    console.print(counts_table(result.corpus, manifest))
+    console.print(f"corpus snapshot: [bold]{result.corpus}[/] (verified)")
+    trained = f"{result.encoder} ({train_steps} steps of {DEMO_BATCH} sequences from MiniLM-L6; MLflow experiment npm-train)"
     console.print(f"encoder: [bold]{trained if train_steps else 'the shipped NPM-trained MiniLM-L6 (npmcore/checkpoints/npm-minilm-l6)'}[/]")
-    console.print(f"index: [bold]{result['index']}[/] ({npm.manifest.config['factory']}, {npm.manifest.counts['tokens']:,} tokens)")
+    console.print(f"index: [bold]{result.index}[/] ({npm.manifest.config['factory']}, {npm.manifest.counts['tokens']:,} tokens)")
     console.print(f"[bold]{DEMO_QUERY}[/]")
     for rank, answer in enumerate(answers[:3], 1):
         ev = npm.evidence_dict(answer.evidence[0])
         console.print(f"  {rank}. [bold green]{answer.text}[/] {answer.score:.3f}  [dim]{ev['block_id']}[/] {_highlight(ev['text'], ev['start'], ev['end'], 60)}", highlight=False)
+    console.print(rows_table(result.rows))
+    console.print(f"MLflow: parent run [bold]{result.run_id}[/] (experiment npm-pipeline), tracking URI {tracking_uri(absolute_store(store))}")
 
 
 @app.command()
@@ -152,8 +162,8 @@ def register(
 
     import mlflow
 
-    from flows.train import flat_params, tracking_uri
-    from npmcore.tracking import log_encoder, tracking
+    from flows.train import tracking_uri
+    from npmcore.tracking import flat_params, log_encoder, tracking
     from npmcore.train import load_trained
 
     try:
@@ -203,7 +213,7 @@ def learning_curve(
     try:
         params = CurveParams(
             run_id=run_id, store=store, tasks=task or ["mr", "cloze"], data=data, corpus=corpus and absolute_store(corpus), limit=limit, steps=step,
-            cluster=ClusterParams(dask_address=dask_address, n_workers=workers),
+            cluster=cluster_params(dask_address, workers),
         )
         with prefect_api():
             curve = curve_flow(params)
@@ -232,15 +242,12 @@ def index(
     """Embed a corpus snapshot (one task per shard on Dask) and build its FAISS + BM25 index; prints the index URL."""
     from flows.index import IndexParams, build_index, dask_runner
     from flows.prefect_api import prefect_api
-    from npmcore.cluster import check_scheduler
 
     try:
         params = IndexParams(
             store=store, corpus=corpus and absolute_store(corpus), model=model, factory=factory, search_params=search_params,
-            on_disk=on_disk, cluster=ClusterParams(dask_address=dask_address, n_workers=workers),
+            on_disk=on_disk, cluster=cluster_params(dask_address, workers),
         )
-        if params.cluster.dask_address:
-            check_scheduler(params.cluster.dask_address)
         with prefect_api():
             url = build_index.with_options(task_runner=dask_runner(params.cluster))(params)
         manifest = open_snapshot(url, verify=False)
@@ -249,6 +256,36 @@ def index(
     console.print(counts_table(url, manifest), style=None)
     console.print(f"factory {manifest.config['factory']} ({manifest.config['search_params'] or 'no search parameters'})")
     print(url)
+
+
+@app.command()
+def backfill(
+    dump: Annotated[str, typer.Argument(help="The new pages-articles dump (path or URL).")],
+    date: Annotated[str, typer.Option(help="Date of the dump, YYYY-MM-DD.")],
+    store: Store = "npm-store",
+    model: Annotated[str | None, typer.Option(help="Encoder (path, cached name or models:/npm-encoder@champion; default: the shipped one).")] = None,
+    previous: Annotated[str | None, typer.Option(help="Index of the previous dump (default: the newest in the store with this encoder).")] = None,
+    dask_address: DaskAddress = None,
+    workers: Workers = None,
+) -> None:
+    """Ingest a new dump and index it incrementally: only new or changed blocks are embedded (flow backfill_dump)."""
+    from flows.backfill import BackfillParams, backfill_dump
+    from flows.prefect_api import prefect_api
+
+    try:
+        params = BackfillParams(
+            dump=dump, dump_date=date, store=store, model=model, previous=previous and absolute_store(previous),
+            cluster=cluster_params(dask_address, workers),
+        )
+        with prefect_api():
+            result = backfill_dump(params)
+        datastore = open_snapshot(open_snapshot(result["index"], verify=False).inputs[0]["datastore"], verify=False)
+    except USER_ERRORS as e:
+        fail(e)
+    blocks, reused = datastore.counts["blocks"], datastore.counts["reused_blocks"]
+    console.print(f"corpus: [bold]{result['corpus']}[/]\nprevious index: {result['previous'] or 'none (full build)'}")
+    console.print(f"blocks: {blocks:,}, vectors reused: {reused:,}, embedded: {blocks - reused:,}")
+    print(result["index"])
 
 
 @app.command()
@@ -327,16 +364,13 @@ def eval_task(
         params = EvalParams(
             tasks=tasks, store=store, index=index_url and absolute_store(index_url), corpus=corpus and absolute_store(corpus), model=model, data=data,
             limit=limit or (100 if suite else 3000), seed=seed, systems=system or ["npm"], exact=exact, k=k, taus=tau,
-            wiki_files=wiki_files or [1], cluster=ClusterParams(dask_address=dask_address, n_workers=workers),
+            wiki_files=wiki_files or [1], cluster=cluster_params(dask_address, workers),
         )
         with prefect_api():
             rows = evaluate(params)
     except USER_ERRORS as e:
         fail(e)
-    table = Table("task", "system", "tau", "index", "corpus tokens", "n", "metric", "score", "notes", title="zero-shot evaluation (MLflow experiment npm-eval)")
-    for r in rows:
-        table.add_row(r.task, r.system, f"{r.tau:g}", r.factory, f"{r.corpus_tokens:,}", str(r.n), r.metric, f"{r.score:.4f}", " ".join(f"{k}={v}" for k, v in r.notes.items()))
-    console.print(table)
+    console.print(rows_table(rows))
     if json_out:
         for r in rows:
             print(json.dumps({"task": r.task, "n": r.n, "metric": r.metric, "score": r.score}))
@@ -404,6 +438,13 @@ def references(
         print(write_reference_corpus(load_task(task, limit=limit, seed=seed), DEFAULT_DATA_DIR, out))
     except USER_ERRORS as e:
         fail(e)
+
+
+def rows_table(rows) -> Table:
+    table = Table("task", "system", "tau", "index", "corpus tokens", "n", "metric", "score", "notes", title="zero-shot evaluation (MLflow experiment npm-eval)")
+    for r in rows:
+        table.add_row(r.task, r.system, f"{r.tau:g}", r.factory, f"{r.corpus_tokens:,}", str(r.n), r.metric, f"{r.score:.4f}", " ".join(f"{k}={v}" for k, v in r.notes.items()))
+    return table
 
 
 def _highlight(text: str, start: int, end: int, context: int = 100) -> str:

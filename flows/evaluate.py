@@ -15,15 +15,18 @@ from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, absolute_store, default_store
 from flows.train import tracking_uri
 from npmcore.evaluation.references import write_reference_corpus
-from npmcore.evaluation.run import Result, accuracy_by_length, answer_lengths, evaluate as run_evaluation
+from npmcore.evaluation.run import Result, accuracy_by_length, answer_lengths
+from npmcore.evaluation.run import evaluate as run_evaluation
 from npmcore.evaluation.tasks import DEFAULT_DATA_DIR, Task, load_task
-from npmcore.indexer import IndexConfig, build_index as build_index_snapshot
+from npmcore.indexer import IndexConfig
+from npmcore.indexer import build_index as build_index_snapshot
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.storage import read_manifest
+from npmcore.tracking import tracking
+from tasks import inputs_and_version
 
 System = Literal["npm", "npm-no-bm25", "npm-single"]
 QUICK_SUITE = ["sst2", "mr", "cr", "rt", "subj", "agn", "rte", "trex", "google_re", "nq", "triviaqa"]
-from npmcore.tracking import tracking
 
 
 class EvalParams(BaseModel):
@@ -118,14 +121,15 @@ def index_corpus(corpus: str, params: EvalParams) -> str:
     return build_index.with_options(task_runner=dask_runner(params.cluster))(index_params)
 
 
-@task(name="evaluate-task")
+@task(name="evaluate-task", cache_key_fn=inputs_and_version, persist_result=True)
 def evaluate_task(evaluated: Task, index: str, system: System, tau: float, params: EvalParams) -> Result:
-    """Run the task against the index and log the run (lineage params, score, predictions, plot) to MLflow."""
+    """Run the task against the index and log the run (lineage params, score, predictions, plot)
+    to MLflow; the same inputs (index snapshots are immutable) give the cached result."""
     config = InferenceConfig(k=params.k, tau=tau, restrict=system != "npm-no-bm25")
     npm = NPM(index, encoder=params.model if params.model and not params.model.startswith("models:/") else None)
     result = run_evaluation(evaluated, npm, "npm-single" if system == "npm-single" else "npm", config)
     manifest = read_manifest(index)
-    with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name=f"{evaluated.name}/{system}/tau={tau:g}"):
+    with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name=f"{evaluated.name}/{system}/tau={tau:g}", nested=True):
         mlflow.log_params({
             "task": evaluated.name, "system": system, "model": params.model or manifest.config["encoder"],
             "index": index, "index_id": manifest.id, "factory": manifest.config["factory"],
@@ -198,7 +202,7 @@ def log_size_curve(task: str, rows: list["Row"], params: EvalParams) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(5, 3.5))
-    with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name=f"{task}/corpus-size"):
+    with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name=f"{task}/corpus-size", nested=True):
         mlflow.log_params({"task": task, "model": params.model or "default", "wiki_files": params.wiki_files, "limit": params.limit, "seed": params.seed})
         for system, tau in dict.fromkeys((r.system, r.tau) for r in rows):
             curve = sorted((r.corpus_tokens, r.score) for r in rows if (r.system, r.tau) == (system, tau))

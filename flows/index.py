@@ -7,6 +7,7 @@ from pydantic import BaseModel, Field, field_validator
 from flows.params import ClusterParams, absolute_store, default_store
 from flows.train import newest_corpus, tracking_uri
 from npmcore.indexer import IndexConfig
+from npmcore.storage import read_manifest
 from npmcore.tracking import export_encoder, tracking
 from tasks.index import build_index_task, commit_datastore_task, embed_shard_task, plan_datastore_task
 
@@ -45,18 +46,22 @@ def resolve_encoder(model: str | None, store: str) -> str | None:
 
 
 @flow(name="build_index")
-def build_index(params: IndexParams | None = None) -> str:
+def build_index(params: IndexParams | None = None, previous: str | None = None) -> str:
     """Embed a corpus snapshot and build its index snapshot; returns the index URL.
 
-    Run it with :func:`dask_runner` so that the per-shard tasks run on Dask workers.
+    ``previous``: an index of an earlier corpus snapshot made with the same encoder; blocks
+    whose content is unchanged copy their vectors from its datastore and its trained FAISS
+    index is reused (incremental backfill). Run it with :func:`dask_runner` so that the
+    per-shard tasks run on Dask workers.
     """
     params = params or IndexParams()
     corpus = params.corpus or newest_corpus(params.store)
-    plan, datastore = plan_datastore_task(corpus, params.store, resolve_encoder(params.model, params.store))
+    reuse = read_manifest(previous).inputs[0]["datastore"] if previous else None
+    plan, datastore = plan_datastore_task(corpus, params.store, resolve_encoder(params.model, params.store), reuse)
     if datastore is None:
         shards = embed_shard_task.map(unmapped(plan), range(len(plan.shards)))
         datastore = commit_datastore_task(plan, shards.result())
-    return build_index_task.submit(datastore, params.config()).result()  # on a worker: it uses the cluster
+    return build_index_task.submit(datastore, params.config(), previous).result()  # on a worker: it uses the cluster
 
 
 def dask_runner(cluster: ClusterParams) -> DaskTaskRunner:

@@ -9,7 +9,6 @@ a plot of metric vs step as the run's ``learning_curve.png``: regressions are vi
 from pathlib import Path
 
 import matplotlib
-import mlflow
 from mlflow import MlflowClient
 from prefect import flow, task
 from pydantic import BaseModel, Field, field_validator

@@ -1,12 +1,26 @@
-"""Flow ``pipeline``: the main job. Stages so far: ingest -> train -> build_index (evaluate follows)."""
+"""Flow ``pipeline``: the main job, ingest -> train -> build_index -> evaluate.
 
+Each stage is a flow of its own. One MLflow parent run (experiment ``npm-pipeline``)
+holds a nested run per stage: ingest and index (snapshot ids and counts), the training
+run (experiment ``npm-train``) and one evaluation run per task (``npm-eval``), each with
+the corpus snapshot, encoder and index it used.
+"""
+
+from pathlib import Path
+
+import mlflow
 from prefect import flow
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from flows.evaluate import EvalParams, Row, evaluate
 from flows.index import IndexParams, build_index, dask_runner
 from flows.ingest import ingest_corpus
-from flows.params import IngestParams
-from flows.train import TrainParams, train
+from flows.params import ClusterParams, IngestParams, absolute_store, default_store
+from flows.train import TrainParams, newest_corpus, tracking_uri, train
+from npmcore.storage import read_manifest
+from npmcore.tracking import tracking
+
+CLOZE_TEST = Path(__file__).resolve().parents[1] / "bench" / "data" / "cloze-test.jsonl"  # facts of the default corpus
 
 
 class PipelineParams(BaseModel):
@@ -16,17 +30,89 @@ class PipelineParams(BaseModel):
         "empty = index with the shipped NPM-trained default encoder.",
     )
     index: IndexParams = Field(default_factory=IndexParams, description="Its store, corpus and encoder come from the earlier stages.")
+    evaluate: EvalParams = Field(
+        default_factory=lambda: EvalParams(tasks=["cloze"], data=str(CLOZE_TEST)),
+        description="Tasks evaluated against the new index (default: the cloze facts of the embedded default corpus).",
+    )
+    experiment: str = Field("npm-pipeline", description="MLflow experiment of the parent run.")
+
+
+class PipelineResult(BaseModel):
+    corpus: str
+    encoder: str | None  # registered model URI; None: the shipped default encoder
+    index: str
+    rows: list[Row]
+    run_id: str  # the MLflow parent run
 
 
 @flow(name="pipeline")
-def pipeline(params: PipelineParams | None = None, progress: bool = False) -> dict[str, str | None]:
-    """Ingest, train on the new corpus snapshot (or take the shipped default encoder), index it
-    with that encoder; returns the corpus URL, the encoder (registered model URI, or None for
-    the default) and the index URL."""
+def pipeline(params: PipelineParams | None = None, progress: bool = False) -> PipelineResult:
+    """Ingest, train on the new corpus snapshot (or take the shipped default encoder), index
+    it with that encoder, evaluate against the index; every stage a nested MLflow run."""
     params = params or PipelineParams()
-    store = params.ingest.store
-    corpus = ingest_corpus(params.ingest, progress)
-    encoder = train(params.train.model_copy(update={"store": store, "corpus": corpus}), progress) if params.train else None
-    index_params = params.index.model_copy(update={"store": store, "corpus": corpus, "model": encoder, "cluster": params.ingest.cluster})
-    index = build_index.with_options(task_runner=dask_runner(index_params.cluster))(index_params)
-    return {"corpus": corpus, "encoder": encoder, "index": index}
+    store, cluster = params.ingest.store, params.ingest.cluster
+    with tracking(tracking_uri(store), params.experiment), mlflow.start_run(run_name="pipeline") as parent:
+        with mlflow.start_run(run_name="ingest", nested=True, experiment_id=parent.info.experiment_id):
+            corpus = ingest_corpus(params.ingest, progress)
+            log_snapshot("corpus", corpus)
+        encoder = train(params.train.model_copy(update={"store": store, "corpus": corpus}), progress) if params.train else None
+        index_params = params.index.model_copy(update={"store": store, "cluster": cluster})
+        index, rows = index_and_evaluate(corpus, encoder, index_params, params.evaluate, parent.info.experiment_id)
+    return PipelineResult(corpus=corpus, encoder=encoder, index=index, rows=rows, run_id=parent.info.run_id)
+
+
+class RebuildParams(BaseModel):
+    store: str = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
+    model: str = Field("models:/npm-encoder@champion", description="Encoder: registry URI, local folder or cached name.")
+    corpus: str | None = Field(None, description="Corpus snapshot URL; empty = the newest in the store.")
+    index: IndexParams = Field(default_factory=IndexParams, description="Its store, corpus and encoder come from the fields above.")
+    evaluate: EvalParams = Field(
+        default_factory=lambda: EvalParams(tasks=["trex", "google_re"], limit=1000),
+        description="Tasks evaluated against the rebuilt index.",
+    )
+    cluster: ClusterParams = Field(default_factory=ClusterParams)
+    experiment: str = Field("npm-pipeline", description="MLflow experiment of the parent run.")
+
+    @field_validator("store")
+    @classmethod
+    def _absolute(cls, value: str) -> str:
+        return absolute_store(value)
+
+
+@flow(name="index_rebuild")
+def index_rebuild(params: RebuildParams | None = None) -> PipelineResult:
+    """Scheduled rebuild: index the newest corpus snapshot with the champion encoder and
+    evaluate it, under one MLflow parent run."""
+    params = params or RebuildParams()
+    corpus = params.corpus or newest_corpus(params.store)
+    index_params = params.index.model_copy(update={"store": params.store, "cluster": params.cluster})
+    eval_params = params.evaluate.model_copy(update={"store": params.store, "cluster": params.cluster})
+    with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name="index-rebuild") as parent:
+        index, rows = index_and_evaluate(corpus, params.model, index_params, eval_params, parent.info.experiment_id)
+    return PipelineResult(corpus=corpus, encoder=params.model, index=index, rows=rows, run_id=parent.info.run_id)
+
+
+def index_and_evaluate(
+    corpus: str, encoder: str | None, index: IndexParams, evaluation: EvalParams, experiment: str
+) -> tuple[str, list[Row]]:
+    """The index and evaluate stages inside an active MLflow parent run (whose params and
+    metrics they fill): a nested run for the index, nested evaluation runs per task."""
+    store, cluster = index.store, index.cluster
+    with mlflow.start_run(run_name="index", nested=True, experiment_id=experiment):
+        index_params = index.model_copy(update={"corpus": corpus, "model": encoder})
+        url = build_index.with_options(task_runner=dask_runner(cluster))(index_params)
+        log_snapshot("index", url)
+    rows = evaluate(evaluation.model_copy(update={"store": store, "index": url, "model": encoder, "cluster": cluster}))
+    mlflow.log_params({"corpus": corpus, "encoder": encoder or "default", "index": url})
+    mlflow.log_metrics({f"{r.task}.{r.system}.{r.metric}": r.score for r in rows})
+    return url, rows
+
+
+def log_snapshot(kind: str, url: str) -> None:
+    """A stage run's lineage: the snapshot's URL, id, inputs and config as params, its counts as metrics."""
+    manifest = read_manifest(url)
+    mlflow.log_params({kind: url, f"{kind}_id": manifest.id, "package_version": manifest.package_version})
+    for position, given in enumerate(manifest.inputs):
+        mlflow.log_params({f"input.{position}.{k}": str(v)[:500] for k, v in given.items()})
+    mlflow.log_params({f"config.{k}": str(v)[:500] for k, v in manifest.config.items()})
+    mlflow.log_metrics({k: float(v) for k, v in manifest.counts.items()})

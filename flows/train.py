@@ -1,18 +1,17 @@
 """Flow ``train``: NPM training on a corpus snapshot, tracked in MLflow, registered as ``npm-encoder``."""
 
 import os
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Literal
 
-import mlflow
 from prefect import flow
 from pydantic import BaseModel, Field, field_validator
 
 from flows.params import absolute_store, default_store
 from npmcore.ingest import KIND as CORPUS
 from npmcore.masking import MaskingConfig
-from npmcore.storage import join, list_snapshots
-from npmcore.tracking import default_tracking_uri, tracking
+from npmcore.storage import list_snapshots
+from npmcore.tracking import default_tracking_uri
 from npmcore.train import PRESETS, TrainConfig
 from tasks.train import train_task
 
@@ -59,21 +58,9 @@ def newest_corpus(store: str) -> str:
     return found[-1][0]
 
 
-def flat_params(value: dict, prefix: str = "") -> dict[str, object]:
-    """Nested config dict as MLflow params: {"masking": {"ratio": …}} -> {"masking.ratio": …}."""
-    flat: dict[str, object] = {}
-    for key, sub in value.items():
-        flat.update(flat_params(sub, f"{prefix}{key}.") if isinstance(sub, dict) else {f"{prefix}{key}": sub})
-    return flat
-
-
 @flow(name="train")
 def train(params: TrainParams | None = None, progress: bool = False) -> str:
     """Train an NPM encoder; returns the registered model URI (models:/npm-encoder/N)."""
     params = params or TrainParams()
     config = params.config(params.corpus or newest_corpus(params.store))
-    with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run() as run:
-        mlflow.log_params(flat_params(asdict(config)))
-        run_dir = join(params.store, "runs", run.info.run_id)
-        mlflow.set_tag("run_dir", run_dir)
-        return train_task(config, run_dir, params.alias, progress)
+    return train_task(config, params.store, tracking_uri(params.store), params.experiment, params.alias, progress)

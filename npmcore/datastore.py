@@ -16,6 +16,11 @@ offsets. The build is resumable: shards are written into ``.partial-{id}`` (kept
 build dies), a shard is finished once its marker is written (last), and a re-run skips
 finished shards. The snapshot id is a digest of the corpus id, the encoder's weights and
 the batching, so a different encoder can never be mixed into an existing datastore.
+
+Incremental builds (a new dump of the same wiki): with ``reuse``, a datastore of another
+corpus snapshot embedded by the same encoder, a block whose content hash (title and
+text) is found there copies its vectors from it; only new and changed blocks go through
+the encoder. Blocks absent from the new corpus are simply not carried over.
 """
 
 import functools
@@ -57,6 +62,7 @@ class DatastorePlan:
     dim: int
     batch_tokens: int  # padded tokens per forward batch
     shards: tuple[tuple[str, FileEntry], ...]  # corpus shard path and checksum, in order
+    reuse: str | None = None  # datastore (same encoder) whose vectors blocks with the same content hash copy
 
     @property
     def staging(self) -> str:
@@ -69,10 +75,14 @@ class ShardResult:
     files: dict[str, FileEntry]  # relative to the snapshot
     blocks: int
     tokens: int
+    reused_blocks: int = 0  # blocks whose vectors were copied from the plan's ``reuse`` datastore
 
 
-def plan_datastore(corpus: str, store: str, encoder: str | None = None, batch_tokens: int = 8192) -> DatastorePlan:
-    """Check the corpus and the encoder and fix the datastore's id (loads the encoder once)."""
+def plan_datastore(
+    corpus: str, store: str, encoder: str | None = None, batch_tokens: int = 8192, reuse: str | None = None
+) -> DatastorePlan:
+    """Check the corpus and the encoder and fix the datastore's id (loads the encoder once).
+    ``reuse``: a datastore embedded by the same encoder whose vectors unchanged blocks copy."""
     manifest = read_manifest(corpus)
     if manifest.kind != CORPUS:
         raise ValueError(f"{corpus} is a {manifest.kind!r} snapshot, not a corpus snapshot")
@@ -81,10 +91,20 @@ def plan_datastore(corpus: str, store: str, encoder: str | None = None, batch_to
     tokenizer, model = cached_encoder(encoder)
     fingerprint = encoder_fingerprint(model)
     config = {"corpus": manifest.id, "encoder": fingerprint, "batch_tokens": batch_tokens, "dtype": "float16"}
+    if reuse is not None:
+        previous = open_snapshot(reuse)  # verified once here; workers then read it by size checks
+        if previous.kind != KIND:
+            raise ValueError(f"{reuse} is a {previous.kind!r} snapshot, not a datastore")
+        if previous.config["encoder_fingerprint"] != fingerprint:
+            raise ValueError(
+                f"datastore {reuse} was embedded by encoder weights {previous.config['encoder_fingerprint']}, "
+                f"not {fingerprint}: its vectors cannot be reused"
+            )
+        config["reuse"] = previous.id
     return DatastorePlan(
         id=snapshot_id(KIND, [{"corpus": manifest.id}], config), store=store, corpus=corpus, encoder=encoder,
         fingerprint=fingerprint, dim=model.config.hidden_size, batch_tokens=batch_tokens,
-        shards=tuple(sorted(manifest.files.items())),
+        shards=tuple(sorted(manifest.files.items())), reuse=reuse,
     )
 
 
@@ -103,15 +123,20 @@ def embed_shard(plan: DatastorePlan, index: int) -> ShardResult:
         with fsspec.open(marker, "r") as f:
             done = json.load(f)
         log.info("datastore shard %s already embedded; skipped", name)
-        return ShardResult(name, {k: FileEntry(**v) for k, v in done["files"].items()}, done["blocks"], done["tokens"])
+        return ShardResult(name, {k: FileEntry(**v) for k, v in done["files"].items()}, done["blocks"], done["tokens"], done["reused_blocks"])
     _use_worker_threads()
     tokenizer, model = cached_encoder(plan.encoder)
-    sequences = read_shard(plan.corpus, path, entry, ["token_ids"]).column("token_ids").to_pylist()
+    table = read_shard(plan.corpus, path, entry, ["token_ids", "content_hash"])
+    sequences = table.column("token_ids").to_pylist()
     before, after = special_frame(tokenizer)
-    hidden = encode(model, tokenizer, sequences, plan.batch_tokens)
+    known = reusable_blocks(plan.reuse) if plan.reuse else {}
+    found = [known.get(h) for h in table.column("content_hash").to_pylist()]
+    fresh = [i for i, where in enumerate(found) if where is None]
+    hidden = dict(zip(fresh, encode(model, tokenizer, [sequences[i] for i in fresh], plan.batch_tokens), strict=True))
     lengths = np.array([len(s) - before - after for s in sequences], dtype=np.int64)
+    vectors = [hidden[i][before : len(hidden[i]) - after] if where is None else _copied(plan.reuse, *where) for i, where in enumerate(found)]
     arrays = {
-        "vectors": np.concatenate([h[before : len(h) - after] for h in hidden] or [np.empty((0, plan.dim))]).astype(np.float16),
+        "vectors": np.concatenate(vectors or [np.empty((0, plan.dim))]).astype(np.float16),
         "tokens": np.fromiter((t for s in sequences for t in s[before : len(s) - after]), dtype=np.int32, count=int(lengths.sum())),
         "offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
     }
@@ -123,10 +148,28 @@ def embed_shard(plan: DatastorePlan, index: int) -> ShardResult:
         with fsspec.open(join(plan.staging, relpath), "wb") as f:
             f.write(buf.getvalue())
         files[relpath] = FileEntry(sha256_bytes(buf.getvalue()), len(buf.getvalue()))
-    result = ShardResult(name, files, len(sequences), int(lengths.sum()))
-    with fsspec.open(marker, "w") as f:  # last: the shard counts as done only now
-        json.dump({"files": {k: asdict(v) for k, v in files.items()}, "blocks": result.blocks, "tokens": result.tokens}, f)
+    result = ShardResult(name, files, len(sequences), int(lengths.sum()), len(sequences) - len(fresh))
+    with fsspec.open(f"{marker}.tmp", "w") as f:  # last, and renamed: the shard counts as done only now
+        json.dump({"files": {k: asdict(v) for k, v in files.items()}, **{k: v for k, v in asdict(result).items() if k not in ("name", "files")}}, f)
+    fs.mv(f"{marker}.tmp", marker)
     return result
+
+
+@functools.lru_cache(maxsize=2)
+def reusable_blocks(datastore: str) -> dict[str, tuple[str, int, int]]:
+    """Content hash -> (shard name, first row, end row) of every block of a datastore (once per worker)."""
+    manifest = read_manifest(datastore)
+    corpus = manifest.inputs[0]["corpus"]
+    found = {}
+    for (path, entry), name in zip(sorted(read_manifest(corpus).files.items()), manifest.config["shards"], strict=True):
+        hashes = read_shard(corpus, path, entry, ["content_hash"]).column("content_hash").to_pylist()
+        offsets = shard_arrays(datastore, name, manifest.files)["offsets"]
+        found.update((h, (name, int(offsets[i]), int(offsets[i + 1]))) for i, h in enumerate(hashes))
+    return found
+
+
+def _copied(datastore: str, name: str, lo: int, hi: int) -> np.ndarray:
+    return np.asarray(shard_arrays(datastore, name)["vectors"][lo:hi])
 
 
 def _use_worker_threads() -> None:
@@ -151,14 +194,18 @@ def commit_datastore(plan: DatastorePlan, results: list[ShardResult]) -> str:
                 writer.add(relpath, entry)
         ordered = [by_name[shard_name(p)] for p, _ in plan.shards]
         manifest = Manifest(
-            kind=KIND, id=plan.id, inputs=[{"corpus": plan.corpus, "corpus_id": read_manifest(plan.corpus).id}],
+            kind=KIND, id=plan.id,
+            inputs=[{"corpus": plan.corpus, "corpus_id": read_manifest(plan.corpus).id}, *([{"reused": plan.reuse}] if plan.reuse else [])],
             config={
                 "encoder": plan.encoder or "default", "encoder_fingerprint": plan.fingerprint, "dim": plan.dim,
                 "batch_tokens": plan.batch_tokens, "dtype": "float16",
                 "shards": [r.name for r in ordered], "shard_tokens": [r.tokens for r in ordered],
                 "shard_blocks": [r.blocks for r in ordered],
             },
-            counts={"blocks": sum(r.blocks for r in results), "tokens": sum(r.tokens for r in results), "shards": len(results)},
+            counts={
+                "blocks": sum(r.blocks for r in results), "tokens": sum(r.tokens for r in results), "shards": len(results),
+                "reused_blocks": sum(r.reused_blocks for r in results),
+            },
             files=dict(writer.files),
         )
         return writer.commit(manifest)

@@ -83,6 +83,18 @@ def train_index(factory: str, sample: np.ndarray) -> faiss.Index:
     return index
 
 
+def emptied(path: str) -> faiss.Index:
+    """The trained but empty index of an index file (its codebooks and coarse quantizer
+    reused: nothing to train again); IVF inverted lists are not even read."""
+    index = faiss.read_index(path, faiss.IO_FLAG_SKIP_IVF_DATA)
+    if is_ivf(index):
+        ivf = faiss.extract_index_ivf(index)
+        ivf.set_direct_map_type(faiss.DirectMap.NoMap)
+        ivf.replace_invlists(faiss.ArrayInvertedLists(ivf.nlist, ivf.code_size), True)
+    index.reset()
+    return index
+
+
 def add_shard(trained: faiss.Index, vectors: np.ndarray, first_id: int) -> faiss.Index:
     """A copy of the trained IVF index holding ``vectors`` under ids ``first_id, first_id + 1, …``."""
     index = faiss.clone_index(trained)

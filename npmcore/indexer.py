@@ -31,7 +31,7 @@ from npmcore import bm25
 from npmcore.blocks import encoder_input
 from npmcore.cluster import map_bounded
 from npmcore.datastore import KIND as DATASTORE, iter_shards, shard_arrays
-from npmcore.index import add_all, add_shard, default_factory, finalize, is_ivf, merge_ivf, train_index
+from npmcore.index import add_all, add_shard, default_factory, emptied, finalize, is_ivf, merge_ivf, train_index
 from npmcore.ingest import read_blocks
 from npmcore.storage import (
     Manifest, SnapshotError, SnapshotWriter, join, open_snapshot, read_manifest, sha256_file, snapshot_id,
@@ -60,6 +60,7 @@ class IndexPlan:
     factory: str
     search_params: str
     config: IndexConfig
+    trained: str | None = None  # index snapshot whose trained (emptied) FAISS index is reused
 
     @property
     def staging(self) -> str:
@@ -71,7 +72,10 @@ def store_root(snapshot: str) -> str:
     return snapshot.rstrip("/").rsplit("/", 2)[0]
 
 
-def plan_index(datastore: str, config: IndexConfig = IndexConfig()) -> IndexPlan:
+def plan_index(datastore: str, config: IndexConfig = IndexConfig(), trained: str | None = None) -> IndexPlan:
+    """Fix the index's factory, search parameters and id. ``trained``: an index snapshot of
+    the same encoder whose trained FAISS index is emptied and filled again (an incremental
+    rebuild trains nothing; its factory and search parameters carry over)."""
     manifest = read_manifest(datastore)
     if manifest.kind != DATASTORE:
         raise ValueError(f"{datastore} is a {manifest.kind!r} snapshot, not a datastore")
@@ -80,8 +84,16 @@ def plan_index(datastore: str, config: IndexConfig = IndexConfig()) -> IndexPlan
     factory = config.factory or default_factory(manifest.config["dim"], manifest.counts["tokens"])
     search_params = config.search_params if config.search_params is not None else _default_search_params(factory)
     id_config = {**asdict(config), "factory": factory, "search_params": search_params}
+    if trained is not None:
+        base = read_manifest(trained)
+        if base.kind != KIND:
+            raise ValueError(f"{trained} is a {base.kind!r} snapshot, not an index")
+        if base.config["encoder_fingerprint"] != manifest.config["encoder_fingerprint"]:
+            raise ValueError(f"index {trained} was trained on vectors of another encoder than datastore {datastore}")
+        factory, search_params = base.config["factory"], base.config["search_params"]
+        id_config = {**id_config, "factory": factory, "search_params": search_params, "trained": base.id}
     snap_id = snapshot_id(KIND, [{"datastore": manifest.id}], id_config)
-    return IndexPlan(snap_id, store_root(datastore), datastore, factory, search_params, config)
+    return IndexPlan(snap_id, store_root(datastore), datastore, factory, search_params, config, trained)
 
 
 def _default_search_params(factory: str) -> str:
@@ -124,7 +136,10 @@ def build_faiss(plan: IndexPlan, workdir: Path, client: Client | None) -> list[P
     manifest = read_manifest(plan.datastore)
     if manifest.counts["tokens"] == 0:
         raise ValueError(f"datastore {plan.datastore} has no tokens")
-    trained = train_index(plan.factory, training_sample(plan.datastore, plan.config.train_size))
+    if plan.trained is None:
+        trained = train_index(plan.factory, training_sample(plan.datastore, plan.config.train_size))
+    else:
+        trained = emptied(_local_copy(join(plan.trained, "index.faiss"), workdir / "trained").as_posix())
     names, firsts = manifest.config["shards"], np.cumsum([0, *manifest.config["shard_tokens"][:-1]]).tolist()
     if is_ivf(trained):  # shards are added in parallel, then merged
         blob = faiss.serialize_index(trained).tobytes()
@@ -178,9 +193,10 @@ def passages(corpus: str):
             number += 1
 
 
-def build_index(datastore: str, config: IndexConfig = IndexConfig(), client: Client | None = None) -> str:
-    """Build (or reuse) the index snapshot of ``datastore``; returns its URL."""
-    plan = plan_index(datastore, config)
+def build_index(datastore: str, config: IndexConfig = IndexConfig(), client: Client | None = None, trained: str | None = None) -> str:
+    """Build (or reuse) the index snapshot of ``datastore``; returns its URL. ``trained``: an
+    index snapshot whose trained FAISS index is reused (see :func:`plan_index`)."""
+    plan = plan_index(datastore, config, trained)
     url = snapshot_url(plan.store, KIND, plan.id)
     try:
         open_snapshot(url, verify=False)
@@ -211,7 +227,7 @@ def build_index(datastore: str, config: IndexConfig = IndexConfig(), client: Cli
             inputs=[{"datastore": datastore, "datastore_id": ds.id, **ds.inputs[0]}],
             config={
                 "factory": plan.factory, "search_params": plan.search_params, "on_disk": config.on_disk,
-                "train_size": config.train_size, "bm25": config.bm25, "dim": ds.config["dim"],
+                "train_size": config.train_size, "bm25": config.bm25, "dim": ds.config["dim"], "trained": trained,
                 "encoder": ds.config["encoder"], "encoder_fingerprint": ds.config["encoder_fingerprint"],
                 "shard_blocks": ds.config["shard_blocks"],
             },

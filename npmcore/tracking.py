@@ -48,6 +48,14 @@ def tracking(uri: str, experiment: str) -> Iterator[None]:
                 os.environ[name] = value
 
 
+def flat_params(value: dict, prefix: str = "") -> dict[str, object]:
+    """Nested config dict as MLflow params: {"masking": {"ratio": …}} -> {"masking.ratio": …}."""
+    flat: dict[str, object] = {}
+    for key, sub in value.items():
+        flat.update(flat_params(sub, f"{prefix}{key}.") if isinstance(sub, dict) else {f"{prefix}{key}": sub})
+    return flat
+
+
 def default_tracking_uri(store: str) -> str:
     """A SQLite tracking store inside a local store root (used when MLFLOW_TRACKING_URI is unset)."""
     if "://" in store and not store.startswith("file://"):

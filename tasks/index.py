@@ -9,9 +9,10 @@ from tasks import is_transient
 
 
 @task(name="plan-datastore")
-def plan_datastore_task(corpus: str, store: str, encoder: str | None) -> tuple[DatastorePlan, str | None]:
-    """The datastore plan, and the URL of the finished datastore if it already exists."""
-    plan = plan_datastore(corpus, store, encoder)
+def plan_datastore_task(corpus: str, store: str, encoder: str | None, reuse: str | None = None) -> tuple[DatastorePlan, str | None]:
+    """The datastore plan (``reuse``: a datastore whose vectors unchanged blocks copy), and
+    the URL of the finished datastore if it already exists."""
+    plan = plan_datastore(corpus, store, encoder, reuse=reuse)
     return plan, existing_datastore(plan)
 
 
@@ -27,7 +28,8 @@ def commit_datastore_task(plan: DatastorePlan, results: list[ShardResult]) -> st
 
 
 @task(name="build-index", retries=1, retry_delay_seconds=30, retry_condition_fn=is_transient)
-def build_index_task(datastore: str, config: IndexConfig) -> str:
-    """FAISS (IVF shards added in parallel on the flow's Dask cluster, then merged) and BM25."""
+def build_index_task(datastore: str, config: IndexConfig, trained: str | None = None) -> str:
+    """FAISS (IVF shards added in parallel on the flow's Dask cluster, then merged; ``trained``:
+    an index snapshot whose trained FAISS index is reused) and BM25."""
     with get_dask_client() as client:
-        return build_index(datastore, config, client)
+        return build_index(datastore, config, client, trained)

@@ -1,0 +1,79 @@
+"""Incremental backfill vs a full build, on two versions of the embedded Wikipedia dump sample.
+
+Usage: python bench/backfill.py [--changed 0.05] [--store DIR]
+Version 2 of the dump edits, adds and deletes articles (``--changed`` of the articles in
+all, a third each). Measured with `npmcore backfill` (ingest, datastore, FAISS, BM25):
+``full_s`` indexes version 2 in an empty store, ``incremental_s`` indexes it in a store
+that holds version 1 (unchanged blocks reuse their vectors and the trained index).
+Last line: {"full_s", "incremental_s", "ratio", "blocks_reembedded_fraction"}; target ratio <= 0.15.
+"""
+
+import argparse
+import bz2
+import json
+import random
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from npmcore.runtime import configure_environment
+
+configure_environment()
+
+from npmcore.corpus import default_corpus  # noqa: E402
+from npmcore.storage import open_snapshot  # noqa: E402
+
+BIN = Path(sys.executable).parent
+
+
+def dump_versions(changed: float, folder: Path, seed: int = 0) -> tuple[Path, Path]:
+    """v1: the sample's articles; v2: ``changed`` of them edited, deleted or added (new titles)."""
+    xml = bz2.open(default_corpus()[0], "rt", encoding="utf-8").read()
+    head, footer = xml[: xml.index("<page>")], "</mediawiki>\n"
+    pages = re.findall(r"<page>.*?</page>", xml, flags=re.S)
+    articles = [p for p in pages if "#REDIRECT" not in p and "disambig" not in p.lower()]
+    rng = random.Random(seed)
+    picked = rng.sample(range(len(articles)), max(3, round(changed * len(articles))))
+    edit, delete, add = picked[0::3], set(picked[1::3]), picked[2::3]
+    v2 = list(articles)
+    for i in edit:
+        v2[i] = v2[i].replace("</text>", "\nThis paragraph was added in the second version of the dump.</text>")
+    v2 += [re.sub(r"<title>(.*?)</title>", r"<title>\1 (second version)</title>", articles[i]) for i in add]
+    v2 = [p for i, p in enumerate(v2) if i not in delete]
+    (folder / "v1.xml").write_text(head + "".join(articles) + footer, encoding="utf-8")
+    (folder / "v2.xml").write_text(head + "".join(v2) + footer, encoding="utf-8")
+    return folder / "v1.xml", folder / "v2.xml"
+
+
+def backfill(dump: Path, date: str, store: str) -> tuple[float, str]:
+    start = time.perf_counter()
+    out = subprocess.run([str(BIN / "npmcore"), "backfill", str(dump), "--date", date, "--store", store],
+                         check=True, capture_output=True, text=True).stdout
+    return time.perf_counter() - start, out.strip().splitlines()[-1]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--changed", type=float, default=0.05, help="fraction of articles edited, deleted or added")
+    parser.add_argument("--store", default=None, help="folder for the two stores (default: a temp dir)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(args.store or tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        v1, v2 = dump_versions(args.changed, root)
+        full_s, _ = backfill(v2, "2026-02-01", str(root / "full"))
+        backfill(v1, "2026-01-01", str(root / "incremental"))
+        incremental_s, index = backfill(v2, "2026-02-01", str(root / "incremental"))
+        datastore = open_snapshot(open_snapshot(index).inputs[0]["datastore"])
+        blocks, reused = datastore.counts["blocks"], datastore.counts["reused_blocks"]
+    print(json.dumps({
+        "full_s": round(full_s, 1), "incremental_s": round(incremental_s, 1), "ratio": round(incremental_s / full_s, 3),
+        "blocks_reembedded_fraction": round((blocks - reused) / blocks, 4),
+    }))
+
+
+if __name__ == "__main__":
+    main()

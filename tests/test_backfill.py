@@ -1,0 +1,95 @@
+"""Incremental backfill: a second version of a dump (articles edited, added, deleted) reuses
+the first version's vectors for unchanged blocks and its trained index; both stay queryable."""
+
+import bz2
+import re
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from flows.cli import app
+from npmcore.datastore import build_datastore, iter_shards
+from npmcore.inference import NPM, InferenceConfig
+from npmcore.ingest import read_blocks
+from npmcore.storage import open_snapshot
+
+
+def dump_versions(path: str, folder) -> tuple[str, str, str, str]:
+    """Two small dumps cut from the gensim sample: v2 edits one article, deletes one and
+    adds one. Returns (v1 path, v2 path, the deleted title, the added title)."""
+    xml = bz2.open(path, "rt", encoding="utf-8").read()
+    head, footer = xml[: xml.index("<page>")], "</mediawiki>\n"
+    pages = re.findall(r"<page>.*?</page>", xml, flags=re.S)
+    articles = [p for p in pages if "#REDIRECT" not in p and "disambig" not in p.lower() and 3_000 < len(p) < 12_000][:7]
+    title = [re.search(r"<title>(.*?)</title>", p).group(1) for p in articles]
+    edited = articles[0].replace("</text>", "\nIn 2026 the article was edited by the backfill test.</text>")
+    v1 = head + "".join(articles[:6]) + footer
+    v2 = head + edited + "".join(articles[2:7]) + footer
+    (folder / "v1.xml").write_text(v1, encoding="utf-8")
+    (folder / "v2.xml").write_text(v2, encoding="utf-8")
+    return str(folder / "v1.xml"), str(folder / "v2.xml"), title[1], title[6]
+
+
+def printed_index(output: str) -> str:
+    """The index URL the command printed (Prefect may log after it when the server stops)."""
+    return next(line for line in reversed(output.splitlines()) if "/index/" in line and " " not in line)
+
+
+def hashes(corpus: str) -> list[str]:
+    return [h for t in read_blocks(corpus, ["content_hash"]) for h in t.column("content_hash").to_pylist()]
+
+
+def vectors_by_block(datastore: str) -> list[np.ndarray]:
+    out = []
+    for _, arrays in iter_shards(datastore):
+        offsets = arrays["offsets"]
+        out += [np.asarray(arrays["vectors"][offsets[i] : offsets[i + 1]], dtype=np.float32) for i in range(len(offsets) - 1)]
+    return out
+
+
+@pytest.mark.timeout(900)
+def test_backfill_embeds_only_new_blocks_and_keeps_both_versions_queryable(dump_path, tmp_path):
+    v1, v2, deleted, added = dump_versions(dump_path, tmp_path)
+    store = str(tmp_path / "store")
+    runner = CliRunner()
+    first = runner.invoke(app, ["backfill", v1, "--date", "2026-01-01", "--store", store])
+    assert first.exit_code == 0, first.output
+    old_index = printed_index(first.output)
+    second = runner.invoke(app, ["backfill", v2, "--date", "2026-02-01", "--store", store])
+    assert second.exit_code == 0, second.output
+    new_index = printed_index(second.output)
+
+    old, new = open_snapshot(old_index), open_snapshot(new_index)
+    old_ds, new_ds = (open_snapshot(m.inputs[0]["datastore"]) for m in (old, new))
+    old_hashes, new_hashes = hashes(old.inputs[0]["corpus"]), hashes(new.inputs[0]["corpus"])
+    unchanged = [h in set(old_hashes) for h in new_hashes]
+    assert 0 < sum(unchanged) < len(new_hashes)
+    assert new_ds.counts["reused_blocks"] == sum(unchanged)  # only new and changed blocks were embedded
+    assert new.config["trained"] == old_index and new.config["factory"] == old.config["factory"]
+
+    # reused vectors are the old ones; all of them match a full build of the new corpus
+    old_vectors = dict(zip(old_hashes, vectors_by_block(old_ds_url := old.inputs[0]["datastore"]), strict=True))
+    new_vectors = vectors_by_block(new.inputs[0]["datastore"])
+    full = vectors_by_block(build_datastore(new.inputs[0]["corpus"], str(tmp_path / "full")))
+    for h, mine, reference in zip(new_hashes, new_vectors, full, strict=True):
+        if h in old_vectors:
+            assert np.array_equal(mine, old_vectors[h])
+        np.testing.assert_allclose(mine, reference, atol=0.05)
+    assert open_snapshot(old_ds_url).id == old_ds.id  # the old snapshots are untouched
+
+    # the deleted article answers from the old index only; the added one from the new only
+    titles = {u: {t for tb in read_blocks(m.inputs[0]["corpus"], ["title"]) for t in tb.column("title").to_pylist()} for u, m in ((old_index, old), (new_index, new))}
+    assert deleted in titles[old_index] and deleted not in titles[new_index]
+    assert added in titles[new_index] and added not in titles[old_index]
+    query = f"{deleted} is [MASK]."
+    config = InferenceConfig(passages=3)
+    evidence_titles = {}
+    for url in (old_index, new_index):
+        npm = NPM(url)
+        evidence_titles[url] = {npm.passage(b).title for b in npm.bm25_blocks(query, config.passages)}
+        assert npm.predict([query], config)[0]
+    assert deleted in evidence_titles[old_index] and deleted not in evidence_titles[new_index]
+
+    missing = runner.invoke(app, ["backfill", str(tmp_path / "nope.xml"), "--date", "2026-03-01", "--store", store])
+    assert missing.exit_code == 2 and "nope.xml does not exist" in missing.output

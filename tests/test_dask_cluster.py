@@ -1,0 +1,177 @@
+"""The CLI on a real Dask cluster: a scheduler and two worker processes, one of them killed mid-embedding."""
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+import cloudpickle
+import pytest
+from distributed import Client
+from prefect.testing.utilities import prefect_test_harness
+from typer.testing import CliRunner
+
+from flows.cli import app
+from npmcore.bm25 import BM25Searcher
+from npmcore.datastore import build_datastore
+from npmcore.indexer import IndexConfig, build_index
+from npmcore.storage import open_snapshot
+
+DASK = Path(sys.executable).with_name("dask")
+FILES, ARTICLES_PER_FILE = 5, 6  # one corpus shard per input file: the CLI has no partition-size option
+MARKERS = "datastore/.partial-*/shards/part-*.json"  # a finished datastore shard (see npmcore.datastore)
+runner = CliRunner()
+cloudpickle.register_pickle_by_value(sys.modules[__name__])  # client.run functions: workers cannot import this module
+
+
+@dataclass(frozen=True)
+class DaskCluster:
+    address: str
+    workers: list[subprocess.Popen]  # one `dask worker` process group each
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args: list[str], log: Path) -> subprocess.Popen:
+    """``dask ARGS`` in a process group of its own (the nanny and its worker die together)."""
+    with log.open("wb") as out:
+        return subprocess.Popen([str(DASK), *args], stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    """SIGKILL the process group of ``proc`` (a nanny's worker process included)."""
+    with contextlib.suppress(ProcessLookupError):  # a group that is already gone
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+@pytest.fixture
+def dask_cluster(tmp_path_factory) -> Iterator[DaskCluster]:
+    """``dask scheduler`` on 127.0.0.1 and two single-threaded ``dask worker`` processes."""
+    folder = tmp_path_factory.mktemp("dask")
+    address = f"tcp://127.0.0.1:{free_port()}"
+    procs = [start(["scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"], folder / "scheduler.log")]
+    try:
+        for i in range(2):
+            args = ["worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard", "--host", "127.0.0.1"]
+            procs.append(start([*args, "--local-directory", str(folder / f"worker-{i}")], folder / f"worker-{i}.log"))
+        with Client(address, timeout="60s", set_as_default=False) as client:
+            client.wait_for_workers(2, timeout=120)
+        yield DaskCluster(address, procs[1:])
+    finally:
+        for proc in reversed(procs):
+            stop(proc)
+
+
+@pytest.fixture
+def prefect_server() -> Iterator[None]:
+    with prefect_test_harness(server_startup_timeout=90):
+        yield
+
+
+@dataclass(frozen=True)
+class Kill:
+    worker: str  # address of the killed worker
+    task: str  # the Dask key of the embed-shard task it was running
+    shards_done: int  # finished datastore shards when it died
+    lost: int  # embed-shard tasks the scheduler saw die with it
+
+
+def embedding_task(dask_worker) -> str | None:
+    """The embed-shard task a worker is running (client.run)."""
+    return next((str(ts.key) for ts in dask_worker.state.executing if str(ts.key).startswith("embed_shard_task")), None)
+
+
+def lost_embeddings(dask_scheduler) -> int:
+    """Embed-shard tasks that a worker held when it died: Dask marks them suspicious (client.run_on_scheduler)."""
+    prefix = dask_scheduler.task_prefixes.get("embed_shard_task")
+    return prefix.suspicious if prefix else 0
+
+
+def kill_a_worker_mid_embedding(cluster: DaskCluster, store: Path, shards: int, finished: threading.Event, timeout_s: float = 300) -> Kill:
+    """Once the first datastore shard is finished, SIGKILL a worker that is embedding another one."""
+    deadline = time.monotonic() + timeout_s
+    with Client(cluster.address, set_as_default=False) as client:
+        while True:
+            assert not finished.is_set() and time.monotonic() < deadline, "the index command ended before a worker was killed"
+            done = len(list(store.glob(MARKERS)))
+            assert done < shards, "every datastore shard was finished before a worker could be killed"
+            if done and (running := {w: key for w, key in client.run(embedding_task).items() if key}):
+                break
+            time.sleep(0.05)
+        victim, task = next(iter(running.items()))
+        group = os.getpgid(client.run(os.getpid, workers=[victim])[victim])
+        assert group in [p.pid for p in cluster.workers], f"worker {victim} is not one of the fixture's processes"
+        os.killpg(group, signal.SIGKILL)
+        shards_done = len(list(store.glob(MARKERS)))
+        while victim in client.scheduler_info(n_workers=-1)["workers"]:
+            assert time.monotonic() < deadline, f"the scheduler never noticed that {victim} died"
+            time.sleep(0.1)
+        return Kill(victim, task, shards_done, client.run_on_scheduler(lost_embeddings))
+
+
+def test_index_survives_a_worker_killed_mid_embedding(tmp_path, news_lines, dask_cluster, prefect_server):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    for i in range(FILES):
+        (raw / f"news-{i}.txt").write_text("\n".join(news_lines[i * ARTICLES_PER_FILE : (i + 1) * ARTICLES_PER_FILE]) + "\n")
+    store = tmp_path / "store"
+    ingested = runner.invoke(app, ["ingest", str(raw), "--store", str(store), "--dask-address", dask_cluster.address])
+    assert ingested.exit_code == 0, ingested.output
+    corpus = ingested.stdout.strip().splitlines()[-1]
+    assert open_snapshot(corpus).counts["shards"] == FILES
+
+    finished = threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        killer = pool.submit(kill_a_worker_mid_embedding, dask_cluster, store, FILES, finished)
+        indexed = runner.invoke(
+            app, ["index", "--corpus", corpus, "--store", str(store), "--dask-address", dask_cluster.address, "--factory", "Flat"]
+        )
+        finished.set()
+        assert indexed.exit_code == 0, indexed.output
+        kill = killer.result()
+    assert kill.shards_done < FILES and kill.lost >= 1, kill  # killed while embedding, with a shard in hand
+    assert sum(p.poll() is None for p in dask_cluster.workers) == 1
+    assert not list(store.glob("datastore/.partial-*")), "the datastore's staging folder was left behind"
+
+    index_url = indexed.stdout.strip().splitlines()[-1]
+    index = open_snapshot(index_url)
+    datastore = open_snapshot(index.inputs[0]["datastore"])
+    clean = open_snapshot(clean_datastore := build_datastore(corpus, str(tmp_path / "clean")))
+    clean_index = open_snapshot(clean_index_url := build_index(clean_datastore, IndexConfig(factory="Flat")))
+    assert (datastore.id, index.id) == (clean.id, clean_index.id)
+    assert datastore.files == clean.files
+    # Lucene writes a random segment id into every file: the BM25 part is compared by its sizes and answers.
+    assert {k: v.bytes for k, v in index.files.items()} == {k: v.bytes for k, v in clean_index.files.items()}
+    assert {k: v for k, v in index.files.items() if not k.startswith("bm25/")} == {
+        k: v for k, v in clean_index.files.items() if not k.startswith("bm25/")
+    }
+    searchers = [BM25Searcher(f"{url}/bm25") for url in (index_url, clean_index_url)]
+    for query in ("Australian bushfires", "Palestinian security forces", "cricket Test match"):
+        hits = [searcher.search(query, 5) for searcher in searchers]
+        assert hits[0] and hits[0] == hits[1], query
+    for searcher in searchers:
+        searcher.close()
+
+
+def test_cli_fails_fast_on_an_unreachable_scheduler(tmp_path):
+    address = f"tcp://127.0.0.1:{free_port()}"  # nothing listens there
+    start_s = time.perf_counter()
+    result = runner.invoke(app, ["index", "--store", str(tmp_path), "--dask-address", address])
+    elapsed = time.perf_counter() - start_s
+    assert result.exit_code == 2
+    assert f"cannot reach the Dask scheduler at {address} within 10 s" in " ".join(result.output.split())
+    assert elapsed < 12  # the 10 s connection timeout, then out at once
+    assert not list(tmp_path.iterdir())
