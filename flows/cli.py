@@ -461,8 +461,12 @@ def _highlight(text: str, start: int, end: int, context: int = 100) -> str:
 @app.command()
 def snapshots(store: Store = "npm-store", kind: Annotated[str, typer.Option(help="Snapshot kind.")] = CORPUS) -> None:
     """List the complete snapshots of a kind in the store."""
-    table = Table("id", "created", *(["counts"]), "url")
-    for url, manifest in list_snapshots(absolute_store(store), kind):
+    try:
+        found = list_snapshots(absolute_store(store), kind)
+    except USER_ERRORS as e:
+        fail(e)
+    table = Table("id", "created", "counts", "url")
+    for url, manifest in found:
         table.add_row(manifest.id, manifest.created, " ".join(f"{k}={v:,}" for k, v in manifest.counts.items()), url)
     console.print(table)
 

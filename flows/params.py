@@ -6,14 +6,20 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from npmcore.storage import check_store
+
 
 def default_store() -> str:
     return os.environ.get("NPM_STORE", "./npm-store")
 
 
 def absolute_store(url: str) -> str:
-    """Local store paths are made absolute so Dask workers resolve them like the driver."""
-    return url if "://" in url else str(Path(url).expanduser().resolve())
+    """A store root or snapshot as given by the user, checked to answer (a store without
+    credentials fails here, before any cluster starts, with a StoreError); local paths are
+    made absolute so Dask workers resolve them like the driver."""
+    url = url if "://" in url else str(Path(url).expanduser().resolve())
+    check_store(url)
+    return url
 
 
 class ClusterParams(BaseModel):

@@ -37,6 +37,11 @@ class SnapshotError(RuntimeError):
     """A snapshot is missing, incomplete or fails its checksums."""
 
 
+class StoreError(SnapshotError):
+    """A store's filesystem does not answer (no credentials, access denied, endpoint unreachable),
+    so none of its snapshots can be read."""
+
+
 @dataclass(frozen=True)
 class FileEntry:
     sha256: str  # hex digest of the file's bytes
@@ -85,6 +90,18 @@ def snapshot_id(kind: str, inputs: Iterable[dict[str, Any]], config: dict[str, A
         sort_keys=True,
     )
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def check_store(url: str) -> None:
+    """Fail fast when the filesystem holding ``url`` (a store root or snapshot) cannot be used:
+    one metadata request, whose failure becomes a :class:`StoreError` naming ``url``."""
+    fs, path = fsspec.core.url_to_fs(url)
+    try:
+        fs.info(path)
+    except FileNotFoundError:  # reachable, nothing written there yet
+        pass
+    except Exception as e:  # each filesystem fails its own way: botocore's errors on S3, OSError locally
+        raise StoreError(f"cannot access the store at {url}: {e} ({type(e).__name__})") from e
 
 
 def join(base: str, *parts: str) -> str:

@@ -76,3 +76,7 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path):
     with tracking(uri_of_store, "test-train"):
         encoder = mlflow.transformers.load_model("models:/npm-encoder@champion", return_type="components")
     assert encoder["tokenizer"].mask_token == "[MASK]"
+    assert train(params) == uri  # unchanged inputs: the cached result, no second run
+    assert len(client.search_runs([run.info.experiment_id])) == 1
+    again = train(params.model_copy(update={"seed": 1}))  # a changed config trains again
+    assert again == "models:/npm-encoder/2"
