@@ -14,11 +14,11 @@ from datetime import date
 import fsspec
 import mlflow
 from prefect import flow
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from flows.index import IndexParams, build_index, dask_runner, resolve_encoder
 from flows.ingest import ingest_corpus
-from flows.params import ClusterParams, IngestParams, absolute_store, default_store
+from flows.params import ClusterParams, IngestParams, StoreURL, default_store
 from flows.train import tracking_uri
 from npmcore.encoder import cached_encoder, encoder_fingerprint
 from npmcore.indexer import KIND as INDEX
@@ -29,16 +29,11 @@ from npmcore.tracking import tracking
 class BackfillParams(BaseModel):
     dump: str = Field(description="The new dump: a pages-articles XML(.bz2) path or URL (s3://…).")
     dump_date: date = Field(description="Date of the dump (YYYY-MM-DD), logged with the new snapshots.")
-    store: str = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
+    store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
     model: str | None = Field(None, description="Encoder (path, cached name or models:/npm-encoder@champion); empty = the default encoder.")
     previous: str | None = Field(None, description="Index of the previous dump; empty = the newest index in the store made with this encoder.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
     experiment: str = Field("npm-backfill", description="MLflow experiment.")
-
-    @field_validator("store")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        return absolute_store(value)
 
 
 def check_dump(url: str) -> None:

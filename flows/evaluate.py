@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from flows.index import IndexParams, build_index, dask_runner
 from flows.ingest import ingest_corpus
-from flows.params import ClusterParams, IngestParams, absolute_store, default_store
+from flows.params import ClusterParams, IngestParams, StoreURL, default_store
 from flows.train import tracking_uri
 from npmcore.evaluation.references import write_reference_corpus
 from npmcore.evaluation.run import Result, accuracy_by_length, answer_lengths
@@ -31,7 +31,7 @@ QUICK_SUITE = ["sst2", "mr", "cr", "rt", "subj", "agn", "rte", "trex", "google_r
 
 class EvalParams(BaseModel):
     tasks: list[str] = Field(["mr"], description="Task names (sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa, cloze).")
-    store: str = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
+    store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
     index: str | None = Field(None, description="Evaluate against this index; empty = build each task's reference corpus and index.")
     corpus: str | None = Field(None, description="Evaluate against this corpus snapshot, indexed with `model`, instead of the task's reference corpus.")
     model: str | None = Field(None, description="Encoder of the indexes built here (path, cached name or models:/…); empty = the default encoder.")
@@ -51,11 +51,6 @@ class EvalParams(BaseModel):
     taus: list[float] | None = Field(None, description="Temperatures to sweep; empty = 5 for closed-set tasks, 1 for open-set.")
     experiment: str = Field("npm-eval", description="MLflow experiment.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
-
-    @field_validator("store")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        return absolute_store(value)
 
     @field_validator("wiki_files")
     @classmethod

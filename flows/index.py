@@ -2,9 +2,9 @@
 
 from prefect import flow, unmapped
 from prefect_dask import DaskTaskRunner
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
-from flows.params import ClusterParams, absolute_store, default_store
+from flows.params import ClusterParams, StoreURL, default_store
 from flows.train import newest_corpus, tracking_uri
 from npmcore.indexer import IndexConfig
 from npmcore.storage import read_manifest
@@ -13,7 +13,7 @@ from tasks.index import build_index_task, commit_datastore_task, embed_shard_tas
 
 
 class IndexParams(BaseModel):
-    store: str = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
+    store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
     corpus: str | None = Field(None, description="Corpus snapshot URL; empty = the newest corpus snapshot in the store.")
     model: str | None = Field(
         None, description="Encoder: a local model folder, a cached Hugging Face name or a registry URI "
@@ -25,11 +25,6 @@ class IndexParams(BaseModel):
     on_disk: bool = Field(False, description="IVF only: keep the inverted lists in a memory-mapped file.")
     bm25: bool = Field(True, description="Also build the BM25 index for the restricted open-set mode.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
-
-    @field_validator("store")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        return absolute_store(value)
 
     def config(self) -> IndexConfig:
         return IndexConfig(

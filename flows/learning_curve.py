@@ -11,10 +11,10 @@ from pathlib import Path
 import matplotlib
 from mlflow import MlflowClient
 from prefect import flow, task
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from flows.evaluate import EvalParams, evaluate
-from flows.params import ClusterParams, absolute_store, default_store
+from flows.params import ClusterParams, StoreURL, default_store
 from flows.train import tracking_uri
 from npmcore.encoder import base_encoder_path, local_model_dir, save_fp16
 from npmcore.train import checkpoint_steps, load_trained
@@ -22,18 +22,13 @@ from npmcore.train import checkpoint_steps, load_trained
 
 class CurveParams(BaseModel):
     run_id: str = Field(description="MLflow run id of a training run (experiment npm-train).")
-    store: str = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
+    store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
     tasks: list[str] = Field(["mr", "cloze"], description="Tasks evaluated at every checkpoint.")
     data: str | None = Field(None, description="The jsonl file of the cloze task (use a dev split).")
     corpus: str | None = Field(None, description="Evaluate against this corpus snapshot instead of each task's reference corpus.")
     limit: int = Field(100, ge=1, description="Seeded sample of at most this many examples per task.")
     steps: list[int] | None = Field(None, description="Checkpoint steps to evaluate; empty = all, plus 0 (the initial encoder).")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
-
-    @field_validator("store")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        return absolute_store(value)
 
 
 @task(name="export-checkpoint")

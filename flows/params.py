@@ -2,9 +2,9 @@
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field, field_validator
+from pydantic import AfterValidator, BaseModel, Field
 
 from npmcore.storage import check_store
 
@@ -20,6 +20,9 @@ def absolute_store(url: str) -> str:
     url = url if "://" in url else str(Path(url).expanduser().resolve())
     check_store(url)
     return url
+
+
+StoreURL = Annotated[str, AfterValidator(absolute_store)]  # a store root or snapshot URL, checked and made absolute
 
 
 class ClusterParams(BaseModel):
@@ -39,14 +42,9 @@ class IngestParams(BaseModel):
     format: Literal["auto", "mediawiki", "wikiextractor", "jsonl", "lines"] = Field(
         "auto", description="Input format; auto detects it per input from the name and first bytes."
     )
-    store: str = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
+    store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
     encoder: str | None = Field(None, description="Tokenizer: a local model path or cached Hugging Face name; empty = default MiniLM-L6.")
     max_tokens: int = Field(256, ge=32, le=4096, description="Maximum block length in encoder tokens, special tokens included.")
     pages_per_partition: int = Field(200, ge=1, description="Dump pages per Dask partition.")
     partition_mb: float = Field(8, ge=0.01, description="Byte range (MiB) per partition of uncompressed line-based files.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
-
-    @field_validator("store")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        return absolute_store(value)

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import mlflow
 from prefect import flow
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
 from flows.evaluate import EvalParams, Row, evaluate
 from flows.index import IndexParams, build_index, dask_runner
 from flows.ingest import ingest_corpus
-from flows.params import ClusterParams, IngestParams, absolute_store, default_store
+from flows.params import ClusterParams, IngestParams, StoreURL, default_store
 from flows.train import TrainParams, newest_corpus, tracking_uri, train
 from npmcore.storage import read_manifest
 from npmcore.tracking import tracking
@@ -62,7 +62,7 @@ def pipeline(params: PipelineParams | None = None, progress: bool = False) -> Pi
 
 
 class RebuildParams(BaseModel):
-    store: str = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
+    store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
     model: str = Field("models:/npm-encoder@champion", description="Encoder: registry URI, local folder or cached name.")
     corpus: str | None = Field(None, description="Corpus snapshot URL; empty = the newest in the store.")
     index: IndexParams = Field(default_factory=IndexParams, description="Its store, corpus and encoder come from the fields above.")
@@ -72,11 +72,6 @@ class RebuildParams(BaseModel):
     )
     cluster: ClusterParams = Field(default_factory=ClusterParams)
     experiment: str = Field("npm-pipeline", description="MLflow experiment of the parent run.")
-
-    @field_validator("store")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        return absolute_store(value)
 
 
 @flow(name="index_rebuild")

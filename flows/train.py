@@ -5,9 +5,9 @@ from dataclasses import replace
 from typing import Literal
 
 from prefect import flow
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field
 
-from flows.params import absolute_store, default_store
+from flows.params import StoreURL, default_store
 from npmcore.ingest import KIND as CORPUS
 from npmcore.masking import MaskingConfig
 from npmcore.storage import list_snapshots
@@ -17,7 +17,7 @@ from tasks.train import train_task
 
 
 class TrainParams(BaseModel):
-    store: str = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
+    store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
     corpus: str | None = Field(None, description="Corpus snapshot URL; empty = the newest corpus snapshot in the store.")
     preset: Literal["cpu-small", "cpu-quality", "paper"] = Field(
         "cpu-small", description="cpu-small: a short run; cpu-quality: the shipped default encoder's recipe; paper: 32-GPU setting."
@@ -34,11 +34,6 @@ class TrainParams(BaseModel):
     checkpoint_every: int | None = Field(None, ge=1)
     experiment: str = Field("npm-train", description="MLflow experiment.")
     alias: str | None = Field(None, description="Registry alias for the new npm-encoder version, e.g. champion.")
-
-    @field_validator("store")
-    @classmethod
-    def _absolute(cls, value: str) -> str:
-        return absolute_store(value)
 
     def config(self, corpus: str) -> TrainConfig:
         overrides = {k: v for k, v in self.model_dump().items() if k in TrainConfig.__dataclass_fields__ and v is not None}
