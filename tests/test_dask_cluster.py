@@ -122,6 +122,7 @@ def kill_a_worker_mid_embedding(cluster: DaskCluster, store: Path, shards: int, 
         return Kill(victim, task, shards_done, client.run_on_scheduler(lost_embeddings))
 
 
+@pytest.mark.slow
 def test_index_survives_a_worker_killed_mid_embedding(tmp_path, news_lines, dask_cluster, prefect_server):
     raw = tmp_path / "raw"
     raw.mkdir()

@@ -395,7 +395,8 @@ def test_closed_set_evaluation_counts_correct_labels(flat):
     task = Task("toy", "closed", examples, ("australia", "police"), (("australia", "australian"), ("police", "unputdownable")), {}, None)
     result = evaluate(task, flat, "npm", InferenceConfig(k=300, tau=5.0))
     scores = flat.classify(list(QUERIES), [label_token_ids(flat.tokenizer, list(w))[0] for w in task.label_words], config=InferenceConfig(k=300, tau=5.0))
-    expected = [int(np.argmax(row)) == ex.label for row, ex in zip(scores, examples, strict=True)]
+    # no label word retrieved (every score -inf): an abstention, counted as wrong
+    expected = [bool(np.isfinite(row).any()) and int(np.argmax(row)) == ex.label for row, ex in zip(scores, examples, strict=True)]
     assert [r.correct for r in result.records] == expected and result.score == np.mean(expected)
     assert result.notes["label_words_dropped"] == 1
 
@@ -443,6 +444,7 @@ def test_evaluate_flow_runs_systems_temperatures_and_exact_search(flat, tmp_path
     assert bad.exit_code == 2 and "unknown suite 'slow'" in bad.output
 
 
+@pytest.mark.slow
 def test_learning_curve_logs_checkpoint_scores_into_the_training_run(corpus, tmp_path):
     import json
 
