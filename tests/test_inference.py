@@ -471,3 +471,22 @@ def test_learning_curve_logs_checkpoint_scores_into_the_training_run(corpus, tmp
     assert {m.step: m.value for m in history} == {int(s): v for s, v in by_step.items()}
     assert all(r.data.params["corpus_id"] == open_snapshot(corpus).id for r in evals)
     assert "learning_curve.png" in {a.path for a in client.list_artifacts(run.info.run_id)}
+
+
+@pytest.mark.slow
+def test_corpus_size_sweep_logs_the_score_against_reference_corpus_tokens(tmp_path):
+    from mlflow import MlflowClient
+
+    store = tmp_path / "store"
+    out = CliRunner().invoke(app, ["eval", "--task", "trex", "--limit", "10", "--wiki-files", "0", "--wiki-files", "1",
+                                   "--store", str(store), "--json"])
+    assert out.exit_code == 0, out.output
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])
+    by_name = {r.info.run_name: r for r in runs}
+    tasks = [r for r in runs if r.info.run_name == "trex/npm/tau=1"]
+    sizes = sorted(int(r.data.params["corpus_tokens"]) for r in tasks)
+    assert len(sizes) == 2 and sizes[0] < sizes[1]  # evidence only, then evidence + one enwiki file
+    curve = client.get_metric_history(by_name["trex/corpus-size"].info.run_id, "macro_exact_match.npm.tau1")
+    assert sorted((m.step, m.value) for m in curve) == sorted((int(r.data.params["corpus_tokens"]), r.data.metrics["macro_exact_match"]) for r in tasks)
+    assert "score_by_corpus_size.png" in {a.path for a in client.list_artifacts(by_name["trex/corpus-size"].info.run_id)}
