@@ -67,7 +67,7 @@ PRESETS: dict[str, dict] = {
     # Paper (Min et al. 2023, RoBERTa-large): 512 x 256-token sequences per step on 32 GPUs.
     "paper": dict(steps=100_000, batch_size=512, lr=3e-5, warmup_steps=4_000, weight_decay=0.01, checkpoint_every=5_000),
     "cpu-small": {},
-    # The shipped default checkpoint (model card: npmcore/checkpoints/README.md): about 1.5 h on 2 CPU cores.
+    # The shipped default encoder is its step-400 checkpoint (model card: npmcore/checkpoints/npm-minilm-l6/README.md).
     "cpu-quality": dict(steps=800, batch_size=16, lr=1e-4, warmup_steps=50, checkpoint_every=100),
 }
 
