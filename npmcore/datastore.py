@@ -169,7 +169,13 @@ def reusable_blocks(datastore: str) -> dict[str, tuple[str, int, int]]:
 
 
 def _copied(datastore: str, name: str, lo: int, hi: int) -> np.ndarray:
-    return np.asarray(shard_arrays(datastore, name)["vectors"][lo:hi])
+    return np.asarray(_reused_vectors(datastore, name)[lo:hi])
+
+
+@functools.lru_cache(maxsize=4)
+def _reused_vectors(datastore: str, name: str) -> np.ndarray:
+    """One shard's vectors of the reused datastore, opened (or, remote, read) once, not per block."""
+    return shard_arrays(datastore, name)["vectors"]
 
 
 def _use_worker_threads() -> None:
