@@ -35,7 +35,7 @@ from npmcore.index import read_index, reconstruct, search, set_search_params, to
 from npmcore.indexer import KIND
 from npmcore.ingest import read_shard
 from npmcore.masking import vocab_tables
-from npmcore.phrases import Corpus, candidate_spans, label_scores, score_phrases, score_tokens
+from npmcore.phrases import Corpus, candidate_spans, content_spans, label_scores, score_phrases, score_tokens
 from npmcore.storage import Manifest, join, open_snapshot, read_manifest
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ class InferenceConfig:
     restrict: bool = True  # open-set: search only the top BM25 passages, scored exactly (paper)
     passages: int = 3  # BM25 passages searched when restricted (paper: 3)
     search_params: str | None = None  # FAISS search parameters ("nprobe=64"); None = the index's default
+    content_words: bool = True  # open-set answers start and end with a content word, no stopword or punctuation (paper)
     answers: int = 5  # answers returned per query
     evidence: int = 3  # evidence passages per answer
 
@@ -150,14 +151,14 @@ class NPM:
         results = []
         if config.restrict:
             for (q_start, q_end), (ids, vectors) in zip(q, self.restricted(queries, config.passages), strict=True):
-                spans = candidate_spans(self.corpus, ids, ids, config.l_max)
+                spans = self._candidates(ids, ids, config)
                 row = np.searchsorted(ids, spans)  # (n, 2) rows of each span's first and last token; ids are sorted
                 phrases = score_phrases(self.corpus, spans, vectors[row[:, 0]] @ q_start, vectors[row[:, 1]] @ q_end, config.tau, config.l_max)
                 results.append(self._answers(phrases, config))
             return results
         _, found = self.search(q.reshape(-1, q.shape[-1]), config)  # (2B, k)
         for (q_start, q_end), (starts, ends) in zip(q, found.reshape(len(queries), 2, -1), strict=True):
-            spans = candidate_spans(self.corpus, starts, ends, config.l_max)
+            spans = self._candidates(starts, ends, config)
             first = reconstruct(self.index, spans[:, 0]) @ q_start if len(spans) else np.empty(0)
             last = reconstruct(self.index, spans[:, 1]) @ q_end if len(spans) else np.empty(0)
             results.append(self._answers(score_phrases(self.corpus, spans, first, last, config.tau, config.l_max), config))
@@ -173,6 +174,12 @@ class NPM:
             hits = [(f[f >= 0], s[f >= 0]) for s, f in zip(sims, found, strict=True)]
         results = []
         for ids, sims in hits:
+            if config.content_words:
+                keep = ~self.corpus.tables.stop[self.corpus.tokens[ids]]
+                ids, sims = ids[keep], sims[keep]
+            if len(ids) == 0:
+                results.append([])
+                continue
             tokens = np.asarray(self.corpus.tokens[ids], dtype=np.int64)
             vocab, scores = score_tokens(tokens, sims, config.tau)
             share = np.exp((sims - sims.max()) / config.tau)
@@ -185,6 +192,10 @@ class NPM:
                 answers.append(Answer(self._decode([token]), (token,), score, evidence))
             results.append(answers)
         return results
+
+    def _candidates(self, starts: np.ndarray, ends: np.ndarray, config: InferenceConfig) -> np.ndarray:
+        spans = candidate_spans(self.corpus, starts, ends, config.l_max)
+        return content_spans(self.corpus, spans) if config.content_words else spans
 
     # --- closed set ---------------------------------------------------------------------
 

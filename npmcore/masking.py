@@ -40,6 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from gensim.parsing.preprocessing import STOPWORDS
 from torch import Tensor
 from transformers import PreTrainedTokenizerFast
 
@@ -85,6 +86,7 @@ class VocabTables:
     special: np.ndarray  # (V,) bool: tokenizer.all_special_ids ([CLS], [SEP], [PAD], [UNK], [MASK], <s>, ...)
     word_start: np.ndarray  # (V,) bool: the token starts a word wherever it stands
     boundary: np.ndarray  # (V,) bool: special, punctuation or whitespace: the token after it starts a word
+    stop: np.ndarray  # (V,) bool: punctuation, or a word-start piece spelling an English stopword (gensim's list)
 
 
 def vocab_tables(tokenizer: PreTrainedTokenizerFast) -> VocabTables:
@@ -98,7 +100,7 @@ def _vocab_tables(tokenizer: PreTrainedTokenizerFast, size: int) -> VocabTables:
     prefix = backend.model.continuing_subword_prefix if type(backend.model).__name__ == "WordPiece" else None
     special = np.zeros(size, dtype=bool)
     special[tokenizer.all_special_ids] = True
-    word_start, boundary = special.copy(), special.copy()
+    word_start, boundary, stop = special.copy(), special.copy(), np.zeros(size, dtype=bool)
     for i, piece in enumerate(tokenizer.convert_ids_to_tokens(list(range(size)))):
         if special[i]:
             continue
@@ -113,7 +115,8 @@ def _vocab_tables(tokenizer: PreTrainedTokenizerFast, size: int) -> VocabTables:
         punctuation = "\ufffd" not in core and not any(c.isalnum() for c in core)
         word_start[i] = punctuation or not continuation
         boundary[i] = punctuation
-    return VocabTables(special, word_start, boundary)
+        stop[i] = punctuation or (not continuation and core.lower() in STOPWORDS)
+    return VocabTables(special, word_start, boundary, stop)
 
 
 def mask_spans(

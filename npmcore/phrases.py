@@ -63,6 +63,20 @@ def candidate_spans(corpus: Corpus, starts: np.ndarray, ends: np.ndarray, l_max:
     return np.unique(both, axis=0) if len(both) else both
 
 
+def content_spans(corpus: Corpus, spans: np.ndarray) -> np.ndarray:
+    """The spans (n, 2) whose first and last words are content words: neither a stopword
+    nor punctuation (``tables.stop``), as the paper's open-set evaluation requires of answers."""
+    if len(spans) == 0:
+        return spans
+    first, last = spans[:, 0], spans[:, 1]
+    after_first = np.minimum(first + 1, len(corpus.tokens) - 1)
+    first_is_word = (first == last) | corpus.starts_word(after_first)  # the first word is its first token alone
+    stop = corpus.tables.stop
+    first_stop = stop[corpus.tokens[first]] & first_is_word
+    last_stop = stop[corpus.tokens[last]] & corpus.starts_word(last)  # spans end at word ends
+    return spans[~(first_stop | last_stop)]
+
+
 def _spans_from(corpus: Corpus, anchors: np.ndarray, l_max: int, direction: int) -> np.ndarray:
     """Spans that start (direction +1) or end (-1) at each anchor, up to l_max tokens."""
     if len(anchors) == 0:
