@@ -14,6 +14,7 @@ from npmcore.corpus import FORMATS, CorpusError
 from npmcore.encoder import EncoderError
 from npmcore.ingest import KIND as CORPUS
 from npmcore.storage import Manifest, SnapshotError, list_snapshots, open_snapshot
+from npmcore.tracking import TrackingError
 
 app = typer.Typer(help="NPM, the Nonparametric Masked Language Model: pipeline commands.", no_args_is_help=True)
 console = Console()
@@ -25,7 +26,7 @@ DaskAddress = Annotated[
     typer.Option("--dask-address", envvar="DASK_SCHEDULER_ADDRESS", help="Existing Dask scheduler; default: a local cluster."),
 ]
 Workers = Annotated[int | None, typer.Option("--workers", min=1, help="Local Dask workers (default: one per core).")]
-USER_ERRORS = (CorpusError, SnapshotError, EncoderError, ClusterError, ValueError, FileNotFoundError)
+USER_ERRORS = (CorpusError, SnapshotError, EncoderError, ClusterError, TrackingError, ValueError, FileNotFoundError)
 
 
 def cluster_params(dask_address: str | None, workers: int | None) -> ClusterParams:
@@ -300,6 +301,7 @@ def query(
     tau: Annotated[float, typer.Option(min=1e-6, help="Temperature.")] = 1.0,
     passages: Annotated[int, typer.Option(min=1, help="BM25 passages when restricted.")] = 3,
     answers: Annotated[int, typer.Option(min=1, help="Answers per query.")] = 5,
+    content_words: Annotated[bool, typer.Option("--content-words/--any-words", help="Answers start and end with a content word, no stopword or punctuation (paper).")] = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON: one list of answers per query.")] = False,
 ) -> None:
     """Fill the [MASK] of each query with phrases retrieved from the index, with their evidence."""
@@ -307,7 +309,7 @@ def query(
 
     from npmcore.inference import NPM, InferenceConfig
 
-    config = InferenceConfig(k=k, l_max=l_max, tau=tau, restrict=restrict, passages=passages, answers=answers)
+    config = InferenceConfig(k=k, l_max=l_max, tau=tau, restrict=restrict, passages=passages, answers=answers, content_words=content_words)
     try:
         npm = NPM(absolute_store(index_url), encoder=model)
         results = (npm.predict_tokens if single else npm.predict)(queries, config)
@@ -344,6 +346,7 @@ def eval_task(
     exact: Annotated[bool, typer.Option(help="Also search a Flat (exact) index of the same datastore.")] = False,
     k: Annotated[int, typer.Option(min=1, help="Tokens retrieved per query vector.")] = 4096,
     tau: Annotated[list[float] | None, typer.Option(help="Temperature, repeatable for a sweep (default: 5 closed-set, 1 open-set).")] = None,
+    content_words: Annotated[bool, typer.Option("--content-words/--any-words", help="Open-set answers start and end with a content word (paper).")] = True,
     wiki_files: Annotated[list[int] | None, typer.Option(help="enwiki_sample files added to open-set reference corpora (default 1); repeat to sweep the corpus size and plot the score against it.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="End with one JSON line per run: {task, n, metric, score}.")] = False,
     dask_address: DaskAddress = None,
@@ -363,7 +366,7 @@ def eval_task(
     try:
         params = EvalParams(
             tasks=tasks, store=store, index=index_url and absolute_store(index_url), corpus=corpus and absolute_store(corpus), model=model, data=data,
-            limit=limit or (100 if suite else 3000), seed=seed, systems=system or ["npm"], exact=exact, k=k, taus=tau,
+            limit=limit or (100 if suite else 3000), seed=seed, systems=system or ["npm"], exact=exact, k=k, taus=tau, content_words=content_words,
             wiki_files=wiki_files or [1], cluster=cluster_params(dask_address, workers),
         )
         with prefect_api():

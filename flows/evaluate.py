@@ -48,6 +48,7 @@ class EvalParams(BaseModel):
     )
     exact: bool = Field(False, description="Also run the kNN systems against a Flat (exact) index of the same datastore.")
     k: int = Field(4096, ge=1)
+    content_words: bool = Field(True, description="Open-set answers start and end with a content word (no stopword or punctuation), as in the paper; false: any whole-word span.")
     taus: list[float] | None = Field(None, description="Temperatures to sweep; empty = 5 for closed-set tasks, 1 for open-set.")
     experiment: str = Field("npm-eval", description="MLflow experiment.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
@@ -120,7 +121,7 @@ def index_corpus(corpus: str, params: EvalParams) -> str:
 def evaluate_task(evaluated: Task, index: str, system: System, tau: float, params: EvalParams) -> Result:
     """Run the task against the index and log the run (lineage params, score, predictions, plot)
     to MLflow; the same inputs (index snapshots are immutable) give the cached result."""
-    config = InferenceConfig(k=params.k, tau=tau, restrict=system != "npm-no-bm25")
+    config = InferenceConfig(k=params.k, tau=tau, restrict=system != "npm-no-bm25", content_words=params.content_words)
     npm = NPM(index, encoder=params.model if params.model and not params.model.startswith("models:/") else None)
     result = run_evaluation(evaluated, npm, "npm-single" if system == "npm-single" else "npm", config)
     manifest = read_manifest(index)
@@ -169,6 +170,7 @@ def evaluate(params: EvalParams | None = None) -> list["Row"]:
     """Evaluate every task of ``params`` with every system and temperature (building reference
     indexes unless an index is given); returns one row per MLflow run."""
     params = params or EvalParams()
+    tracking_uri(params.store)  # an unreachable MLflow server fails now, not after the reference indexes are built
     results = []
     for name in params.tasks:
         evaluated = load_task_task(name, params)
