@@ -20,6 +20,7 @@ from flows.index import IndexParams, build_index, dask_runner, resolve_encoder
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, StoreURL, default_store
 from flows.train import tracking_uri
+from npmcore.cluster import dask_client
 from npmcore.encoder import cached_encoder, encoder_fingerprint
 from npmcore.indexer import KIND as INDEX
 from npmcore.storage import list_snapshots, read_manifest
@@ -55,15 +56,18 @@ def newest_index(store: str, fingerprint: str, excluding_corpus: str) -> str | N
 def backfill_dump(params: BackfillParams) -> dict[str, str | None]:
     """Ingest a new dump and index it incrementally; returns the corpus, the new index and the previous one."""
     check_dump(params.dump)
+    uri = tracking_uri(params.store)  # an unreachable MLflow server fails now, not after the indexing
     start = time.perf_counter()
-    corpus = ingest_corpus(IngestParams(inputs=[params.dump], format="mediawiki", store=params.store, cluster=params.cluster))
-    encoder = resolve_encoder(params.model, params.store)
-    corpus_id = read_manifest(corpus).id
-    previous = params.previous or newest_index(params.store, encoder_fingerprint(cached_encoder(encoder)[1]), corpus_id)
-    index_params = IndexParams(store=params.store, corpus=corpus, model=encoder, cluster=params.cluster)
-    index = build_index.with_options(task_runner=dask_runner(params.cluster))(index_params, previous)
+    with dask_client(params.cluster.dask_address, params.cluster.n_workers) as client:
+        cluster = ClusterParams(dask_address=client.scheduler.address)  # both stages on one cluster: its workers stay warm
+        corpus = ingest_corpus(IngestParams(inputs=[params.dump], format="mediawiki", store=params.store, cluster=cluster))
+        encoder = resolve_encoder(params.model, params.store)
+        corpus_id = read_manifest(corpus).id
+        previous = params.previous or newest_index(params.store, encoder_fingerprint(cached_encoder(encoder)[1]), corpus_id)
+        index_params = IndexParams(store=params.store, corpus=corpus, model=encoder, cluster=cluster)
+        index = build_index.with_options(task_runner=dask_runner(cluster))(index_params, previous)
     datastore = read_manifest(read_manifest(index).inputs[0]["datastore"])
-    with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name=f"backfill {params.dump_date}"):
+    with tracking(uri, params.experiment), mlflow.start_run(run_name=f"backfill {params.dump_date}"):
         mlflow.log_params({
             "dump": params.dump, "dump_date": params.dump_date.isoformat(), "corpus": corpus, "corpus_id": corpus_id,
             "index": index, "previous_index": previous, "encoder": params.model or "default",

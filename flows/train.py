@@ -11,7 +11,7 @@ from flows.params import StoreURL, default_store
 from npmcore.ingest import KIND as CORPUS
 from npmcore.masking import MaskingConfig
 from npmcore.storage import list_snapshots
-from npmcore.tracking import default_tracking_uri
+from npmcore.tracking import check_server, default_tracking_uri
 from npmcore.train import PRESETS, TrainConfig
 from tasks.train import train_task
 
@@ -42,8 +42,12 @@ class TrainParams(BaseModel):
 
 
 def tracking_uri(store: str) -> str:
-    """``MLFLOW_TRACKING_URI``, or a SQLite store inside a local store root."""
-    return os.environ.get("MLFLOW_TRACKING_URI") or default_tracking_uri(store)
+    """``MLFLOW_TRACKING_URI`` (a server must answer within 10 s), or a SQLite store inside a local store root."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        check_server(uri)
+        return uri
+    return default_tracking_uri(store)
 
 
 def newest_corpus(store: str) -> str:

@@ -7,6 +7,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import mlflow
+import requests
 import torch
 import transformers
 from mlflow import MlflowClient
@@ -54,6 +55,25 @@ def flat_params(value: dict, prefix: str = "") -> dict[str, object]:
     for key, sub in value.items():
         flat.update(flat_params(sub, f"{prefix}{key}.") if isinstance(sub, dict) else {f"{prefix}{key}": sub})
     return flat
+
+
+class TrackingError(RuntimeError):
+    """The MLflow tracking server cannot be reached."""
+
+
+def check_server(uri: str, timeout_s: float = 10) -> None:
+    """Fail within ``timeout_s`` with :class:`TrackingError` when ``uri`` is an MLflow server
+    (http/https) that does not answer ``/health``; MLflow's own client would retry for minutes.
+    Database and file URIs are not checked."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        requests.get(f"{uri.rstrip('/')}/health", timeout=timeout_s).raise_for_status()
+    except requests.RequestException as e:
+        raise TrackingError(
+            f"cannot reach the MLflow server at {uri} within {timeout_s:g} s ({type(e).__name__}): start it "
+            "(`mlflow server …`) or unset MLFLOW_TRACKING_URI to log into the store's own database"
+        ) from e
 
 
 def default_tracking_uri(store: str) -> str:

@@ -1,9 +1,14 @@
 """The main job as a flow: stages under one MLflow parent run with lineage; a re-run does no work again."""
 
 import json
+import socket
+import time
 
+import pytest
 from mlflow import MlflowClient
+from typer.testing import CliRunner
 
+from flows.cli import app
 from flows.evaluate import EvalParams
 from flows.index import IndexParams
 from flows.params import IngestParams
@@ -47,3 +52,18 @@ def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_
     assert not client.search_runs(
         [e.experiment_id for e in client.search_experiments()], filter_string=f"tags.mlflow.parentRunId = '{second.run_id}' and attributes.run_name LIKE 'cloze%'"
     )
+
+
+@pytest.mark.parametrize("command", [["demo"], ["eval", "--task", "mr", "--limit", "5"]])
+def test_an_unreachable_mlflow_server_fails_fast_and_leaves_no_snapshot(tmp_path, monkeypatch, command):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{s.getsockname()[1]}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    start_s = time.perf_counter()
+    result = CliRunner().invoke(app, [*command, "--store", str(tmp_path / "store")])
+    elapsed = time.perf_counter() - start_s
+    assert result.exit_code == 2
+    assert f"cannot reach the MLflow server at {uri} within 10 s" in " ".join(result.output.split())
+    assert elapsed < 30  # MLflow's own client would retry for minutes; this includes starting Prefect's local server
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("manifest.json"))
