@@ -60,10 +60,16 @@ def backfill_dump(params: BackfillParams) -> dict[str, str | None]:
     start = time.perf_counter()
     with dask_client(params.cluster.dask_address, params.cluster.n_workers) as client:
         cluster = ClusterParams(dask_address=client.scheduler.address)  # both stages on one cluster: its workers stay warm
-        corpus = ingest_corpus(IngestParams(inputs=[params.dump], format="mediawiki", store=params.store, cluster=cluster))
         encoder = resolve_encoder(params.model, params.store)
+        fingerprint = encoder_fingerprint(cached_encoder(encoder)[1])
+        earlier = params.previous or newest_index(params.store, fingerprint, excluding_corpus="")  # its corpus: pages not to parse again
+        ingest_params = IngestParams(
+            inputs=[params.dump], format="mediawiki", store=params.store, cluster=cluster,
+            previous=read_manifest(earlier).inputs[0]["corpus"] if earlier else None,
+        )
+        corpus = ingest_corpus(ingest_params)
         corpus_id = read_manifest(corpus).id
-        previous = params.previous or newest_index(params.store, encoder_fingerprint(cached_encoder(encoder)[1]), corpus_id)
+        previous = params.previous or newest_index(params.store, fingerprint, corpus_id)
         index_params = IndexParams(store=params.store, corpus=corpus, model=encoder, cluster=cluster)
         index = build_index.with_options(task_runner=dask_runner(cluster))(index_params, previous)
     datastore = read_manifest(read_manifest(index).inputs[0]["datastore"])

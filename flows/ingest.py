@@ -20,4 +20,4 @@ def ingest_corpus(params: IngestParams | None = None, progress: bool = False) ->
         pages_per_partition=params.pages_per_partition,
     )
     inputs = params.inputs or default_corpus()
-    return ingest_corpus_task(inputs, params.store, config, params.cluster.dask_address, params.cluster.n_workers, progress)
+    return ingest_corpus_task(inputs, params.store, config, params.cluster.dask_address, params.cluster.n_workers, progress, params.previous)

@@ -47,4 +47,7 @@ class IngestParams(BaseModel):
     max_tokens: int = Field(256, ge=32, le=4096, description="Maximum block length in encoder tokens, special tokens included.")
     pages_per_partition: int = Field(200, ge=1, description="Dump pages per Dask partition.")
     partition_mb: float = Field(8, ge=0.01, description="Byte range (MiB) per partition of uncompressed line-based files.")
+    previous: str | None = Field(
+        None, description="Corpus snapshot of an earlier dump: its unchanged pages are copied instead of parsed again (same result, faster).",
+    )
     cluster: ClusterParams = Field(default_factory=ClusterParams)

@@ -6,8 +6,15 @@ MediaWiki dump (the driver decompresses and splits the XML in constant memory; t
 workers do the expensive part: wikitext parsing, sentence splitting, tokenization).
 Each partition becomes one shard ``blocks/part-NNNNN.parquet`` written by the worker
 straight into the snapshot's staging area; the driver keeps only per-shard checksums.
+
+Backfills of a new dump (``previous``: the corpus snapshot of an earlier one): every
+block row keeps the sha256 of its document's source (page id, title and wikitext for a
+dump page), and a page whose source hash is found in the previous snapshot is not parsed,
+split or tokenized again: its rows are copied from the previous shard that holds them.
+The result is the snapshot a full ingest gives, byte for byte, only built faster.
 """
 
+import hashlib
 import io
 import logging
 from collections.abc import Callable, Iterable, Iterator
@@ -18,10 +25,12 @@ from typing import Literal
 
 import fsspec
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from distributed import Client
 from fsspec.utils import infer_compression, seek_delimiter
 
+from npmcore import __version__
 from npmcore.blocks import split_document
 from npmcore.cluster import map_bounded
 from npmcore.corpus import (
@@ -46,6 +55,7 @@ BLOCK_SCHEMA = pa.schema([
     ("text", pa.string()),
     ("token_ids", pa.list_(pa.int32())),
     ("content_hash", pa.string()),
+    ("source_hash", pa.string()),  # sha256 of the document's source (dump pages: page id, title, wikitext)
 ])
 _DELIMITERS = {"wikiextractor": b"</doc>\n", "jsonl": b"\n", "lines": b"\n"}
 
@@ -60,6 +70,14 @@ class IngestConfig:
 
 
 @dataclass(frozen=True)
+class ReusedPage:
+    """A dump page unchanged since the previous snapshot: its rows are copied from ``shard`` of it."""
+
+    source_hash: str
+    shard: str  # path of the previous snapshot's shard holding its blocks
+
+
+@dataclass(frozen=True)
 class Partition:
     """One unit of work: a byte range of a file, or a batch of dump pages."""
 
@@ -69,8 +87,9 @@ class Partition:
     url: str
     offset: int = 0
     length: int | None = None  # None: to the end of the file
-    pages: tuple[WikiPage, ...] = ()  # mediawiki only
+    pages: tuple[WikiPage | ReusedPage, ...] = ()  # mediawiki only
     prefixes: frozenset[str] = field(default_factory=frozenset)  # mediawiki only
+    previous: str | None = None  # the corpus snapshot the ReusedPages are copied from
 
 
 @dataclass(frozen=True)
@@ -82,6 +101,7 @@ class ShardResult:
     empty_docs: int  # documents with no text, skipped
     blocks: int
     tokens: int
+    reused_docs: int  # dump pages copied from the previous snapshot, not parsed again
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[str]:
@@ -102,15 +122,58 @@ def expand_inputs(inputs: Iterable[str]) -> list[str]:
     return files
 
 
-def plan_partitions(files: list[str], formats: list[Format], config: IngestConfig) -> Iterator[Partition]:
-    """Partitions of all inputs, numbered in input order (lazy: dumps are streamed)."""
+def page_hash(page: WikiPage) -> str:
+    return hashlib.sha256(f"{page.page_id}\n{page.title}\n{page.wikitext}".encode()).hexdigest()
+
+
+def document_hash(doc: Document) -> str:
+    return hashlib.sha256(f"{doc.doc_id}\n{doc.title}\n{doc.text}".encode()).hexdigest()
+
+
+def previous_sources(url: str) -> dict[str, str]:
+    """Source hash -> shard path of every document of the corpus snapshot at ``url`` (only that
+    column is read; the worker that copies rows verifies the shard's checksum). A snapshot made
+    before source hashes were kept gives {}: nothing is reused."""
+    manifest = read_manifest(url)
+    fs, root = fsspec.core.url_to_fs(url)
+    found: dict[str, str] = {}
+    for path in sorted(manifest.files):
+        shard = join(root, path)
+        if "source_hash" not in pq.read_schema(shard, filesystem=fs).names:
+            log.info("corpus snapshot %s has no source hashes: nothing of it is reused", url)
+            return {}
+        found.update(dict.fromkeys(pq.read_table(shard, columns=["source_hash"], filesystem=fs).column(0).to_pylist(), path))
+    return found
+
+
+def reusable(previous: str, id_config: dict) -> bool:
+    """Whether rows of the corpus snapshot ``previous`` can be copied: this package made them
+    with the same tokenizer and block length (else they are not, with a warning)."""
+    manifest = read_manifest(previous)
+    if manifest.kind != KIND:
+        raise ValueError(f"{previous} is a {manifest.kind!r} snapshot, not a corpus snapshot")
+    given = {"package_version": manifest.package_version, **{k: manifest.config[k] for k in ("tokenizer", "max_tokens")}}
+    wanted = {"package_version": __version__, "tokenizer": id_config["tokenizer"], "max_tokens": id_config["max_tokens"]}
+    differ = [f"{k} {given[k]!r}, not {v!r}" for k, v in wanted.items() if given[k] != v]
+    if differ:
+        log.warning("previous corpus %s has %s: every page is parsed again", previous, "; ".join(differ))
+    return not differ
+
+
+def plan_partitions(
+    files: list[str], formats: list[Format], config: IngestConfig, previous: str | None = None
+) -> Iterator[Partition]:
+    """Partitions of all inputs, numbered in input order (lazy: dumps are streamed). Dump pages
+    found in the ``previous`` corpus snapshot (by source hash) become :class:`ReusedPage` items."""
+    known = previous_sources(previous) if previous else {}
     index = 0
     for url, fmt in zip(files, formats, strict=True):
         source = source_name(url)
         if fmt == "mediawiki":
             pages = iter_wiki_pages(url)
             while batch := list(islice(pages, config.pages_per_partition)):
-                yield Partition(index, source, fmt, url, pages=tuple(p for p, _ in batch), prefixes=batch[0][1])
+                items = tuple(_reused(page, known) for page, _ in batch)
+                yield Partition(index, source, fmt, url, pages=items, prefixes=batch[0][1], previous=previous)
                 index += 1
             continue
         if infer_compression(url):  # compressed streams cannot be split: one partition per file
@@ -146,9 +209,15 @@ def _read_range(part: Partition) -> tuple[str, int]:
         raise CorpusError(f"{part.url}: not UTF-8 text near byte {start + e.start}") from e
 
 
+def _reused(page: WikiPage, known: dict[str, str]) -> WikiPage | ReusedPage:
+    digest = page_hash(page)
+    return ReusedPage(digest, known[digest]) if digest in known else page
+
+
 def documents(part: Partition) -> Iterator[Document]:
+    """The documents of a partition (of a dump partition: its pages that are not reused)."""
     if part.format == "mediawiki":
-        return wiki_documents(part.pages, part.prefixes, part.source)
+        return wiki_documents([p for p in part.pages if isinstance(p, WikiPage)], part.prefixes, part.source)
     text, start = _read_range(part)
     if part.format == "wikiextractor":
         return read_wikiextractor(text, part.source)
@@ -157,19 +226,56 @@ def documents(part: Partition) -> Iterator[Document]:
     return read_lines(text, part.source, start)
 
 
+def sources(part: Partition) -> Iterator[tuple[str, Document | None]]:
+    """(source hash, document) of each document of a partition, in order; the document is
+    None for a reused dump page (its rows are copied)."""
+    if part.format != "mediawiki":
+        yield from ((document_hash(doc), doc) for doc in documents(part))
+        return
+    for page in part.pages:
+        if isinstance(page, ReusedPage):
+            yield page.source_hash, None
+        else:  # a disambiguation page gives no document
+            yield from ((page_hash(page), doc) for doc in wiki_documents([page], part.prefixes, part.source))
+
+
+def previous_rows(part: Partition) -> dict[str, list[dict]]:
+    """The rows of the partition's reused pages, by source hash, read from the previous snapshot."""
+    wanted: dict[str, set[str]] = {}
+    for page in part.pages:
+        if isinstance(page, ReusedPage):
+            wanted.setdefault(page.shard, set()).add(page.source_hash)
+    if not wanted:
+        return {}
+    files = read_manifest(part.previous).files
+    rows: dict[str, list[dict]] = {}
+    for shard, hashes in wanted.items():
+        table = read_shard(part.previous, shard, files[shard])
+        for row in table.filter(pc.is_in(table["source_hash"], pa.array(sorted(hashes)))).to_pylist():
+            rows.setdefault(row["source_hash"], []).append(row)
+    return rows
+
+
 def write_shard(part: Partition, staging: str, encoder: str | None, max_tokens: int) -> ShardResult:
     """Read, clean, split and tokenize one partition; write its Parquet shard (runs on a worker)."""
     tokenizer = load_tokenizer(encoder)
     rows = {name: [] for name in BLOCK_SCHEMA.names}
+    copied = previous_rows(part)
     docs = empty = tokens = 0
-    for doc in documents(part):
+    for digest, doc in sources(part):
         docs += 1
+        if doc is None:
+            for row in copied[digest]:
+                for name in BLOCK_SCHEMA.names:
+                    rows[name].append(part.source if name == "source" else row[name])
+                tokens += len(row["token_ids"])
+            continue
         if not doc.text.strip():
             empty += 1
             continue
         for block in split_document(doc, tokenizer, max_tokens):
             for name in BLOCK_SCHEMA.names:
-                rows[name].append(getattr(block, name))
+                rows[name].append(digest if name == "source_hash" else getattr(block, name))
             tokens += len(block.token_ids)
     buf = io.BytesIO()
     pq.write_table(pa.table(rows, schema=BLOCK_SCHEMA), buf, compression="zstd")
@@ -177,7 +283,8 @@ def write_shard(part: Partition, staging: str, encoder: str | None, max_tokens: 
     path = f"blocks/part-{part.index:05d}.parquet"
     with fsspec.open(join(staging, path), "wb") as f:
         f.write(data)
-    return ShardResult(part.index, path, FileEntry(sha256_bytes(data), len(data)), docs, empty, len(rows["block_id"]), tokens)
+    reused = sum(isinstance(page, ReusedPage) for page in part.pages)
+    return ShardResult(part.index, path, FileEntry(sha256_bytes(data), len(data)), docs, empty, len(rows["block_id"]), tokens, reused)
 
 
 def ingest(
@@ -186,12 +293,15 @@ def ingest(
     config: IngestConfig = IngestConfig(),
     client: Client | None = None,
     on_shard: Callable[[ShardResult], None] | None = None,
+    previous: str | None = None,
 ) -> str:
     """Ingest ``inputs`` into a corpus snapshot under ``store``; returns its URL.
 
     With ``client`` the partitions run on that Dask cluster, without it in this process;
     both give identical snapshots. An existing, verified snapshot of the same inputs and
     config is returned as is. ``on_shard`` is called with each finished shard's result.
+    ``previous`` (a corpus snapshot of an earlier dump, same tokenizer and max_tokens) only
+    saves work: its unchanged pages are copied instead of parsed; the snapshot is the same.
     """
     if config.max_tokens < 32:
         raise ValueError(f"max_tokens must be >= 32, got {config.max_tokens}")
@@ -216,10 +326,12 @@ def ingest(
     except SnapshotError:  # absent, incomplete or broken: build it (again)
         pass
 
+    if previous is not None and not reusable(previous, id_config):
+        previous = None
     with SnapshotWriter(store, KIND, snap_id) as writer:
         fn = functools.partial(write_shard, staging=writer.url("").rstrip("/"), encoder=config.encoder, max_tokens=config.max_tokens)
         results = []
-        for result in map_bounded(fn, plan_partitions(files, formats, config), client):
+        for result in map_bounded(fn, plan_partitions(files, formats, config, previous), client):
             results.append(result)
             if on_shard is not None:
                 on_shard(result)
@@ -229,6 +341,8 @@ def ingest(
             raise CorpusError(f"no document with text in {', '.join(files)} ({counts['docs']} documents read)")
         if counts["empty_docs"]:
             log.warning("skipped %d documents with no text", counts["empty_docs"])
+        if previous is not None:
+            log.info("%d of %d documents copied from %s", sum(r.reused_docs for r in results), counts["docs"], previous)
         for r in results:
             writer.add(r.path, r.entry)
         manifest = Manifest(

@@ -12,8 +12,9 @@ from tasks import is_transient
 
 @task(name="ingest-corpus", retries=2, retry_delay_seconds=[5, 30], retry_condition_fn=is_transient)
 def ingest_corpus_task(
-    inputs: list[str], store: str, config: IngestConfig, dask_address: str | None, n_workers: int | None, progress: bool
+    inputs: list[str], store: str, config: IngestConfig, dask_address: str | None, n_workers: int | None, progress: bool,
+    previous: str | None = None,
 ) -> str:
-    """Ingest ``inputs`` into ``store``; returns the corpus snapshot URL."""
+    """Ingest ``inputs`` into ``store`` (copying unchanged dump pages from ``previous``); returns the corpus snapshot URL."""
     with dask_client(dask_address, n_workers) as client, (shard_progress("ingesting") if progress else nullcontext()) as on_shard:
-        return ingest(inputs, store, config, client, on_shard=on_shard)
+        return ingest(inputs, store, config, client, on_shard=on_shard, previous=previous)
