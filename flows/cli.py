@@ -128,7 +128,7 @@ def demo(
 def train(
     corpus: Annotated[str | None, typer.Option(help="Corpus snapshot URL; default: the newest in the store.")] = None,
     store: Store = "npm-store",
-    preset: Annotated[str, typer.Option(help="cpu-small (this machine) or paper (32 GPUs).")] = "cpu-small",
+    preset: Annotated[str, typer.Option(help="cpu-small (a short run), cpu-quality (the shipped encoder's recipe) or paper (32 GPUs).")] = "cpu-small",
     objective: Annotated[str, typer.Option(help="npm (span masking) or npm-single (token masking).")] = "npm",
     steps: Annotated[int | None, typer.Option(help="Optimizer steps (default: the preset's).")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Sequences per step (default: the preset's).")] = None,
@@ -347,6 +347,7 @@ def eval_task(
     k: Annotated[int, typer.Option(min=1, help="Tokens retrieved per query vector.")] = 4096,
     tau: Annotated[list[float] | None, typer.Option(help="Temperature, repeatable for a sweep (default: 5 closed-set, 1 open-set).")] = None,
     content_words: Annotated[bool, typer.Option("--content-words/--any-words", help="Open-set answers start and end with a content word (paper).")] = True,
+    calibrate: Annotated[bool, typer.Option(help="Closed-set scores relative to the task's domain premise, e.g. 'It was [MASK].' (kNN-Prompt).")] = True,
     wiki_files: Annotated[list[int] | None, typer.Option(help="enwiki_sample files added to open-set reference corpora (default 1); repeat to sweep the corpus size and plot the score against it.")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="End with one JSON line per run: {task, n, metric, score}.")] = False,
     dask_address: DaskAddress = None,
@@ -366,7 +367,7 @@ def eval_task(
     try:
         params = EvalParams(
             tasks=tasks, store=store, index=index_url and absolute_store(index_url), corpus=corpus and absolute_store(corpus), model=model, data=data,
-            limit=limit or (100 if suite else 3000), seed=seed, systems=system or ["npm"], exact=exact, k=k, taus=tau, content_words=content_words,
+            limit=limit or (100 if suite else 3000), seed=seed, systems=system or ["npm"], exact=exact, k=k, taus=tau, content_words=content_words, calibrate=calibrate,
             wiki_files=wiki_files or [1], cluster=cluster_params(dask_address, workers),
         )
         with prefect_api():

@@ -48,6 +48,7 @@ class EvalParams(BaseModel):
     )
     exact: bool = Field(False, description="Also run the kNN systems against a Flat (exact) index of the same datastore.")
     k: int = Field(4096, ge=1)
+    calibrate: bool = Field(True, description="Closed-set label scores relative to the task's domain premise (\"It was [MASK].\"), as kNN-Prompt; false: raw scores.")
     content_words: bool = Field(True, description="Open-set answers start and end with a content word (no stopword or punctuation), as in the paper; false: any whole-word span.")
     taus: list[float] | None = Field(None, description="Temperatures to sweep; empty = 5 for closed-set tasks, 1 for open-set.")
     experiment: str = Field("npm-eval", description="MLflow experiment.")
@@ -123,7 +124,7 @@ def evaluate_task(evaluated: Task, index: str, system: System, tau: float, param
     to MLflow; the same inputs (index snapshots are immutable) give the cached result."""
     config = InferenceConfig(k=params.k, tau=tau, restrict=system != "npm-no-bm25", content_words=params.content_words)
     npm = NPM(index, encoder=params.model if params.model and not params.model.startswith("models:/") else None)
-    result = run_evaluation(evaluated, npm, "npm-single" if system == "npm-single" else "npm", config)
+    result = run_evaluation(evaluated, npm, "npm-single" if system == "npm-single" else "npm", config, calibrate=params.calibrate)
     manifest = read_manifest(index)
     with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name=f"{evaluated.name}/{system}/tau={tau:g}", nested=True):
         mlflow.log_params({
@@ -132,6 +133,7 @@ def evaluate_task(evaluated: Task, index: str, system: System, tau: float, param
             "corpus_id": manifest.inputs[0]["corpus_id"], "datastore_id": manifest.inputs[0]["datastore_id"],
             "encoder": manifest.config["encoder"], "encoder_fingerprint": manifest.config["encoder_fingerprint"],
             "corpus_tokens": manifest.counts["tokens"], "k": config.k, "tau": tau, "restrict": config.restrict,
+            "calibrate": params.calibrate and evaluated.domain is not None, "content_words": config.content_words,
             "limit": params.limit, "seed": params.seed,
         })
         mlflow.log_metrics({result.metric: result.score, "n": result.n, **result.notes})

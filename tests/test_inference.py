@@ -415,6 +415,26 @@ def test_closed_set_evaluation_counts_correct_labels(flat):
     assert result.notes["label_words_dropped"] == 1
 
 
+def test_closed_set_calibration_subtracts_the_domain_premise_scores(flat):
+    from npmcore.evaluation.run import evaluate
+    from npmcore.evaluation.tasks import Example, Task
+
+    words = (("government", "minister"), ("police", "officers"))
+    examples = tuple(Example(q, (), i % 2, f"q{i}", q) for i, q in enumerate(QUERIES))
+    domain = "The news was about [MASK]."
+    task = Task("toy", "closed", examples, ("politics", "crime"), words, {}, None, domain=domain)
+    config = InferenceConfig(k=flat.index.ntotal, tau=5.0)  # every token: each label word is retrieved
+    ids = [label_token_ids(flat.tokenizer, list(w))[0] for w in words]
+    prior = flat.classify([domain], ids, config=config)[0]
+    assert np.isfinite(prior).all()  # the premise retrieves a word of each label
+    raw = flat.classify(list(QUERIES), ids, config=config)
+    calibrated = evaluate(task, flat, "npm", config)
+    uncalibrated = evaluate(task, flat, "npm", config, calibrate=False)
+    for scores, result in ((raw - prior, calibrated), (raw, uncalibrated)):
+        assert [r.prediction for r in result.records] == [task.labels[int(np.argmax(row))] for row in scores]
+        assert [r.score for r in result.records] == pytest.approx([float(row.max()) for row in scores])
+
+
 def test_a_shard_without_blocks_is_embedded_and_indexed(tmp_path):
     import json
 

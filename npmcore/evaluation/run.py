@@ -1,7 +1,9 @@
 """Evaluating an NPM index on a task: predictions, metric and per-example records.
 
 Closed-set tasks score each label by the retrieved tokens that are its verbalizer words
-(filtered to single tokens of the encoder's vocabulary); open-set tasks take the top
+(filtered to single tokens of the encoder's vocabulary), calibrated by the label scores of
+the task's domain premise (domain-conditional PMI: log score(y | x) - log score(y | domain),
+as kNN-Prompt, whose closed-set inference NPM follows, does); open-set tasks take the top
 phrase (NPM) or token (NPM single) and count exact matches against every gold alias.
 LAMA tasks report the macro average over answer lengths 1, 2, 3, 4+ (in encoder tokens
 of the shortest gold answer), as the paper does.
@@ -41,19 +43,24 @@ class Result:
     notes: dict[str, int]  # counts worth reporting: skipped examples, dropped label words, abstentions
 
 
-def evaluate(task: Task, npm: NPM, system: System = "npm", config: InferenceConfig = InferenceConfig(), batch_size: int = 16) -> Result:
-    """Run ``task`` against ``npm`` (an index of the task's reference corpus)."""
+def evaluate(
+    task: Task, npm: NPM, system: System = "npm", config: InferenceConfig = InferenceConfig(), batch_size: int = 16,
+    calibrate: bool = True,
+) -> Result:
+    """Run ``task`` against ``npm`` (an index of the task's reference corpus); ``calibrate``:
+    closed-set scores relative to the task's domain premise (when it has one)."""
     if not task.examples:
         raise ValueError(f"task {task.name} has no examples to evaluate (skipped: {task.skipped})")
     notes = {f"skipped_{reason}": count for reason, count in task.skipped.items()}
     labels = label_ids(task, npm, notes) if task.kind == "closed" else None
+    prior = domain_scores(task, npm, labels, system, config) if labels is not None and calibrate and task.domain else None
     records = []
     for lo in range(0, len(task.examples), batch_size):
         batch = task.examples[lo : lo + batch_size]
         if labels is None:
             records.extend(_open(batch, npm, system, config))
         else:
-            records.extend(_closed(task, batch, npm, labels, system, config, notes))
+            records.extend(_closed(task, batch, npm, labels, prior, system, config, notes))
     correct = [r.correct for r in records]
     if task.macro_key == "answer_length":
         metric, score = "macro_exact_match", macro_by_length(correct, answer_lengths(task, npm))
@@ -87,8 +94,21 @@ def label_ids(task: Task, npm: NPM, notes: dict[str, int]) -> list[np.ndarray]:
     return out
 
 
-def _closed(task: Task, examples, npm: NPM, labels: list[np.ndarray], system: System, config: InferenceConfig, notes: dict[str, int]) -> list[Record]:
+def domain_scores(task: Task, npm: NPM, labels: list[np.ndarray], system: System, config: InferenceConfig) -> np.ndarray:
+    """(labels,) log scores of the task's domain premise. A label none of whose words the premise
+    retrieves gets the lowest finite score of the others (none retrieved at all: zeros, no calibration)."""
+    row = npm.classify([task.domain], labels, mode=system, config=config)[0]
+    finite = row[np.isfinite(row)]
+    return np.where(np.isfinite(row), row, finite.min() if len(finite) else 0.0)
+
+
+def _closed(
+    task: Task, examples, npm: NPM, labels: list[np.ndarray], prior: np.ndarray | None, system: System,
+    config: InferenceConfig, notes: dict[str, int],
+) -> list[Record]:
     scores = npm.classify([ex.query for ex in examples], labels, mode=system, config=config)
+    if prior is not None:
+        scores = scores - prior  # -inf (no word of the label retrieved) stays -inf
     records = []
     for ex, row in zip(examples, scores, strict=True):
         if np.isneginf(row).all():

@@ -57,6 +57,9 @@ class Task:
     # "answer_length" (LAMA): report the mean over answer-length buckets 1, 2, 3, 4+ (the
     # length in encoder tokens of the shortest gold answer); None: plain average.
     macro_key: str | None
+    # Closed-set: the template without its input ("It was [MASK]."), whose label scores calibrate
+    # the examples' (domain-conditional PMI); None for open-set tasks.
+    domain: str | None = None
 
 
 def _example(query: str, answers: tuple[str, ...], label: int | None, id: str, text: str) -> Example | str:
@@ -186,10 +189,11 @@ def load_task(
         raise ValueError(f"path is required for the cloze task and only for it (task {name!r}, path {path!r})")
     labels: tuple[str, ...] = ()
     words: tuple[tuple[str, ...], ...] = ()
+    domain = None
     if name in CLOSED_SPECS:
         spec = CLOSED_SPECS[name]
         items = _closed_examples(name, spec, data_dir)
-        labels, words = spec.labels, label_words(spec, data_dir)
+        labels, words, domain = spec.labels, label_words(spec, data_dir), spec.domain
     elif name in LAMA_TASKS:
         items = _lama_examples(name, data_dir)
     elif name == "nq":
@@ -212,5 +216,5 @@ def load_task(
     return Task(
         name=name, kind="closed" if name in CLOSED_TASKS else "open", examples=subsample(examples, limit, seed),
         labels=labels, label_words=words, skipped=dict(skipped),
-        macro_key="answer_length" if name in LAMA_TASKS else None,
+        macro_key="answer_length" if name in LAMA_TASKS else None, domain=domain,
     )

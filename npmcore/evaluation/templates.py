@@ -9,6 +9,10 @@ Closed-set tasks (classification; Shi et al. 2022 templates, as in the NPM paper
 | agn | ``{title} {description} The text topic is about [MASK].`` | politics / sports / business / technology (+ fuzzy synonyms) |
 | rte | ``{premise}, right? [MASK], {hypothesis}`` | Yes (entailment) / No |
 
+Each closed-set task also has a *domain premise*: its template without the input
+(``It was [MASK].``), whose label scores calibrate every example's (domain-conditional
+PMI, Holtzman et al. 2021, as kNN-Prompt does: Shi et al. 2022).
+
 Open-set: LAMA relation templates (``[X]`` -> subject, ``[Y]`` -> ``[MASK]``) and
 ``{question}? The answer is [MASK].`` for questions. The mask marker is always the
 literal ``[MASK]``; the encoder side replaces it with its own mask tokens.
@@ -34,6 +38,7 @@ class ClosedSpec:
     text_fields: tuple[str, ...]  # fields joined into Example.text (the input before templating)
     labels: tuple[str, ...]  # label names, by index
     words: tuple[str, ...]  # the paper's label word of each label
+    domain: str  # the domain premise: the template without its input, for calibration
     verbalizer: str | None = None  # fuzzy synonyms under data_dir, one ", "-separated line per label
     # Rewrite of the cleaned fields before templating (RTE's punctuation).
     prepare: Callable[[dict[str, str]], dict[str, str]] = field(default=lambda fields: fields)
@@ -51,7 +56,7 @@ def _sentiment(file: str, text: str = "text", label: str = "label", label_map: d
     return ClosedSpec(
         file=file, fields=(text,), label_field=label, label_map=label_map or {"0": 0, "1": 1},
         template="{%s} It was [MASK]." % text, text_fields=(text,), labels=("negative", "positive"),
-        words=("terrible", "great"), verbalizer="fuzzy_verbalizers/sst2_label_names_sentidict.txt",
+        words=("terrible", "great"), domain="It was [MASK].", verbalizer="fuzzy_verbalizers/sst2_label_names_sentidict.txt",
     )
 
 
@@ -64,17 +69,18 @@ CLOSED_SPECS: dict[str, ClosedSpec] = {
     "subj": ClosedSpec(
         file="subj/test.csv", fields=("text",), label_field="score", label_map={"0": 0, "1": 1},
         template="{text} This is a [MASK].", text_fields=("text",),
-        labels=("subjective", "objective"), words=("review", "summary")),
+        labels=("subjective", "objective"), words=("review", "summary"), domain="This is a [MASK]."),
     "agn": ClosedSpec(
         file="agn/test.csv", fields=("Title", "Description"), label_field="Class Index",
         label_map={"1": 0, "2": 1, "3": 2, "4": 3},
         template="{Title} {Description} The text topic is about [MASK].", text_fields=("Title", "Description"),
         labels=("World", "Sports", "Business", "Sci/Tech"), words=("politics", "sports", "business", "technology"),
+        domain="The text topic is about [MASK].",
         verbalizer="fuzzy_verbalizers/agn_label_names_kb.txt"),
     "rte": ClosedSpec(
         file="rte/val.jsonl", fields=("premise", "hypothesis"), label_field="label",
         label_map={"entailment": 0, "not_entailment": 1}, template="{premise}, right? [MASK], {hypothesis}",
-        text_fields=("premise",), labels=("entailment", "not_entailment"), words=("Yes", "No"),
+        text_fields=("premise",), labels=("entailment", "not_entailment"), words=("Yes", "No"), domain="Right? [MASK].",
         prepare=_rte_fields),
 }
 
