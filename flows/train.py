@@ -9,7 +9,6 @@ from pydantic import BaseModel, Field
 
 from flows.params import StoreURL, default_store
 from npmcore.ingest import KIND as CORPUS
-from npmcore.masking import MaskingConfig
 from npmcore.storage import list_snapshots
 from npmcore.tracking import check_server, default_tracking_uri
 from npmcore.train import PRESETS, TrainConfig
@@ -29,7 +28,7 @@ class TrainParams(BaseModel):
     grad_accum: int = Field(1, ge=1)
     lr: float | None = Field(None, gt=0)
     warmup_steps: int | None = Field(None, ge=0)
-    mask_ratio: float = Field(0.15, gt=0, lt=1)
+    mask_ratio: float | None = Field(None, gt=0, lt=1, description="Masking budget (default: the preset's, 0.15).")
     seed: int = 0
     checkpoint_every: int | None = Field(None, ge=1)
     experiment: str = Field("npm-train", description="MLflow experiment.")
@@ -38,7 +37,8 @@ class TrainParams(BaseModel):
     def config(self, corpus: str) -> TrainConfig:
         overrides = {k: v for k, v in self.model_dump().items() if k in TrainConfig.__dataclass_fields__ and v is not None}
         base = replace(TrainConfig(corpus=corpus), **PRESETS[self.preset])
-        return replace(base, **{**overrides, "corpus": corpus, "masking": MaskingConfig(ratio=self.mask_ratio)})
+        masking = base.masking if self.mask_ratio is None else replace(base.masking, ratio=self.mask_ratio)
+        return replace(base, **{**overrides, "corpus": corpus, "masking": masking})
 
 
 def tracking_uri(store: str) -> str:

@@ -52,6 +52,7 @@ class MaskingConfig:
     max_span: int = 10  # longest masked n-gram, in tokens
     max_spans_per_seq: int = 128  # paper: 128 (its reference code: 64)
     max_ngram_masks: int = 10  # an n-gram masked more than this many times in the batch is not masked again
+    content_words: bool = False  # mask only spans whose first and last words are content words (no stopword or punctuation)
 
     def __post_init__(self):
         if not 0 < self.ratio <= 1:
@@ -142,6 +143,9 @@ def mask_spans(
     start[:, 1:] |= tables.boundary[ids[:, :-1]]
     end = np.ones_like(start)  # (B, T) an n-gram may end at t
     end[:, :-1] = start[:, 1:] | ~content[:, 1:]
+    if config.content_words:  # a one-token word that is a stopword or punctuation neither opens nor closes a span
+        stop_word = tables.stop[ids] & start & end  # (B, T)
+        start, end = start & ~stop_word, end & ~stop_word
     occ_at, occ_len, occ_group, group_lo = _shared_ngrams(ids, content, start, end, config.max_span)
     occ_seq, occ_start = np.divmod(occ_at, ids.shape[1])
     chosen = _sample_spans(
