@@ -175,7 +175,8 @@ class NPM:
         results = []
         for ids, sims in hits:
             if config.content_words:
-                keep = ~self.corpus.tables.stop[self.corpus.tokens[ids]]
+                tables = self.corpus.tables
+                keep = ~(tables.stop & tables.word_start)[self.corpus.tokens[ids]]  # a word piece is no stopword
                 ids, sims = ids[keep], sims[keep]
             if len(ids) == 0:
                 results.append([])

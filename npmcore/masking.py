@@ -52,7 +52,7 @@ class MaskingConfig:
     max_span: int = 10  # longest masked n-gram, in tokens
     max_spans_per_seq: int = 128  # paper: 128 (its reference code: 64)
     max_ngram_masks: int = 10  # an n-gram masked more than this many times in the batch is not masked again
-    content_words: bool = False  # mask only spans whose first and last words are content words (no stopword or punctuation)
+    content_words: bool = False  # mask only spans whose first and last words are content words: not one token spelling a stopword or punctuation
 
     def __post_init__(self):
         if not 0 < self.ratio <= 1:
@@ -87,7 +87,7 @@ class VocabTables:
     special: np.ndarray  # (V,) bool: tokenizer.all_special_ids ([CLS], [SEP], [PAD], [UNK], [MASK], <s>, ...)
     word_start: np.ndarray  # (V,) bool: the token starts a word wherever it stands
     boundary: np.ndarray  # (V,) bool: special, punctuation or whitespace: the token after it starts a word
-    stop: np.ndarray  # (V,) bool: punctuation, or a word-start piece spelling an English stopword (gensim's list)
+    stop: np.ndarray  # (V,) bool: punctuation, or a piece spelling an English stopword (gensim's list); it counts where the piece is a whole word
 
 
 def vocab_tables(tokenizer: PreTrainedTokenizerFast) -> VocabTables:
@@ -116,7 +116,7 @@ def _vocab_tables(tokenizer: PreTrainedTokenizerFast, size: int) -> VocabTables:
         punctuation = "\ufffd" not in core and not any(c.isalnum() for c in core)
         word_start[i] = punctuation or not continuation
         boundary[i] = punctuation
-        stop[i] = punctuation or (not continuation and core.lower() in STOPWORDS)
+        stop[i] = punctuation or core.lower() in STOPWORDS  # a stopword where the piece is a whole word
     return VocabTables(special, word_start, boundary, stop)
 
 

@@ -18,6 +18,7 @@ from fractions import Fraction
 from types import SimpleNamespace
 
 import pytest
+from gensim.parsing.preprocessing import STOPWORDS
 import torch
 
 from npmcore.blocks import split_document
@@ -51,20 +52,33 @@ def _word_starts(seq: list[int], tables) -> list[bool]:
     return [t == 0 or bool(tables.word_start[x]) or bool(tables.boundary[seq[t - 1]]) for t, x in enumerate(seq)]
 
 
-def _whole_word_ngrams(batch: list[list[int]], tables, max_span: int) -> dict[tuple[int, ...], list[tuple[int, int]]]:
-    """Every whole-word n-gram of the batch -> its (sequence, start) occurrences."""
+def _is_stopword(tokenizer, word: list[int]) -> bool:
+    """A word (its token ids) is one token spelling an English stopword or punctuation (read from its decoded text)."""
+    text = tokenizer.decode(word).strip().lower()
+    return len(word) == 1 and (text in STOPWORDS or not any(c.isalnum() for c in text))
+
+
+def _whole_word_ngrams(
+    batch: list[list[int]], tables, max_span: int, stopword=None
+) -> dict[tuple[int, ...], list[tuple[int, int]]]:
+    """Every whole-word n-gram of the batch -> its (sequence, start) occurrences; with ``stopword``
+    (a predicate on a word's token ids) only those whose first and last words are not stopwords."""
     occ = defaultdict(list)
     for b, seq in enumerate(batch):
         content = [not tables.special[x] for x in seq]
         starts = _word_starts(seq, tables)
+        ends = [e + 1 == len(seq) or starts[e + 1] or not content[e + 1] for e in range(len(seq))]
         for s in range(len(seq)):
             if not (content[s] and starts[s]):
                 continue
+            first = seq[s : next(e for e in range(s, len(seq)) if ends[e]) + 1]  # the first word
             for e in range(s, min(s + max_span, len(seq))):
                 if not content[e]:
                     break
-                if e + 1 == len(seq) or starts[e + 1] or not content[e + 1]:
-                    occ[tuple(seq[s : e + 1])].append((b, s))
+                if ends[e]:
+                    last = seq[max(t for t in range(s, e + 1) if starts[t]) : e + 1]  # the last word
+                    if stopword is None or not (stopword(first) or stopword(last)):
+                        occ[tuple(seq[s : e + 1])].append((b, s))
     return occ
 
 
@@ -111,7 +125,8 @@ def _check_layout(mb: MaskedBatch, batch: list[list[int]], tokenizer, n_masks: i
 def check_spans(mb: MaskedBatch, batch: list[list[int]], tokenizer, config: MaskingConfig) -> None:
     """Every promise of mask_spans, against the brute-force reference."""
     tables = vocab_tables(tokenizer)
-    occ = _whole_word_ngrams(batch, tables, config.max_span)
+    stopword = (lambda word: _is_stopword(tokenizer, word)) if config.content_words else None
+    occ = _whole_word_ngrams(batch, tables, config.max_span, stopword)
     _check_layout(mb, batch, tokenizer, 2)
     spans, positives = _spans(mb), _positives(mb)
     times = Counter(tuple(batch[b][s : s + n]) for b, s, n in spans)
@@ -208,6 +223,17 @@ def test_spans_on_news_batches_match_the_reference(news_batches, tokenizer):
         fractions.append(int(mb.span_len.sum()) / sum(len(s) - 2 for s in batch))
         assert mb.span_len.max() >= 3  # real multi-token spans
     assert 0.12 <= sum(fractions) / len(fractions) <= 0.17  # near the 15 % budget
+
+
+def test_content_word_spans_match_the_reference(news_batches, tokenizer, roberta_tokenizer, news_docs):
+    config = MaskingConfig(content_words=True)
+    for i, batch in enumerate(news_batches[:4]):
+        mb = mask_spans(batch, tokenizer, config, torch.Generator().manual_seed(i))
+        check_spans(mb, batch, tokenizer, config)
+        words = [tokenizer.decode(batch[b][s : s + n]).split() for b, s, n in _spans(mb)]
+        assert words and not any(w[0] in STOPWORDS or w[-1] in STOPWORDS for w in words)
+    for i, batch in enumerate(_batches(news_docs[:30], roberta_tokenizer, 2)):
+        check_spans(mask_spans(batch, roberta_tokenizer, config, torch.Generator().manual_seed(i)), batch, roberta_tokenizer, config)
 
 
 def test_spans_with_binding_caps(news_batches, tokenizer):
