@@ -33,6 +33,7 @@ class BackfillParams(BaseModel):
     store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
     model: str | None = Field(None, description="Encoder (path, cached name or models:/npm-encoder@champion); empty = the default encoder.")
     previous: str | None = Field(None, description="Index of the previous dump; empty = the newest index in the store made with this encoder.")
+    pages_per_partition: int = Field(200, ge=1, description="Dump pages per Dask partition (and datastore shard).")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
     experiment: str = Field("npm-backfill", description="MLflow experiment.")
 
@@ -64,7 +65,7 @@ def backfill_dump(params: BackfillParams) -> dict[str, str | None]:
         fingerprint = encoder_fingerprint(cached_encoder(encoder)[1])
         earlier = params.previous or newest_index(params.store, fingerprint, excluding_corpus="")  # its corpus: pages not to parse again
         ingest_params = IngestParams(
-            inputs=[params.dump], format="mediawiki", store=params.store, cluster=cluster,
+            inputs=[params.dump], format="mediawiki", store=params.store, cluster=cluster, pages_per_partition=params.pages_per_partition,
             previous=read_manifest(earlier).inputs[0]["corpus"] if earlier else None,
         )
         corpus = ingest_corpus(ingest_params)

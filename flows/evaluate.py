@@ -10,7 +10,7 @@ import mlflow
 from prefect import flow, task
 from pydantic import BaseModel, Field, field_validator
 
-from flows.index import IndexParams, build_index, dask_runner
+from flows.index import IndexParams, build_index, dask_runner, resolve_encoder
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, StoreURL, default_store
 from flows.train import tracking_uri
@@ -80,16 +80,23 @@ def load_task_task(name: str, params: EvalParams) -> Task:
     return load_task(name, limit=params.limit, seed=params.seed, path=params.data)
 
 
+def searches_vectors(evaluated: Task, params: EvalParams) -> bool:
+    """Whether the task's runs search an index's vectors (kNN: closed-set, npm-no-bm25, exact);
+    BM25-restricted open-set runs only encode their passages again, with any encoder."""
+    return evaluated.kind == "closed" or params.exact or "npm-no-bm25" in params.systems
+
+
 def task_indexes(evaluated: Task, params: EvalParams) -> list[str]:
     """The indexes a task is evaluated against: the given index, the given corpus indexed, or
     the task's reference corpus (one per ``wiki_files`` count for open-set tasks); with
-    ``exact``, a Flat index of the first one's datastore follows."""
+    ``exact``, a Flat index of the first one's datastore follows. Runs that search no
+    vectors share one index of a corpus, made with the default encoder, whatever the model."""
     if params.index:
         indexes = [params.index]
     elif params.corpus:
-        indexes = [index_corpus(params.corpus, params)]
+        indexes = [index_corpus(params.corpus, params, evaluated)]
     elif evaluated.name == "cloze":  # facts of the user's own: by default about the embedded default corpus
-        indexes = [index_corpus(ingest_corpus(IngestParams(store=params.store, pages_per_partition=25, cluster=params.cluster)), params)]
+        indexes = [index_corpus(ingest_corpus(IngestParams(store=params.store, pages_per_partition=25, cluster=params.cluster)), params, evaluated)]
     else:
         sizes = params.wiki_files if evaluated.kind == "open" else [0]
         indexes = [reference_index(evaluated, params, n) for n in sizes]
@@ -109,12 +116,13 @@ def reference_index(evaluated: Task, params: EvalParams, wiki_files: int) -> str
         inputs = [i for i in inputs if Path(i).stat().st_size > 0]
         # small partitions: the corpus shards are embedded in parallel, one per worker at a time
         corpus = ingest_corpus(IngestParams(inputs=inputs, store=params.store, partition_mb=0.25, cluster=params.cluster))
-    return index_corpus(corpus, params)
+    return index_corpus(corpus, params, evaluated)
 
 
-def index_corpus(corpus: str, params: EvalParams) -> str:
+def index_corpus(corpus: str, params: EvalParams, evaluated: Task) -> str:
+    model = params.model if searches_vectors(evaluated, params) else None
     # reference corpora are small (about 0.2M tokens): 20k vectors train a PQ well enough, in a quarter of the time
-    index_params = IndexParams(store=params.store, corpus=corpus, model=params.model, train_size=20_000, cluster=params.cluster)
+    index_params = IndexParams(store=params.store, corpus=corpus, model=model, train_size=20_000, cluster=params.cluster)
     return build_index.with_options(task_runner=dask_runner(params.cluster))(index_params)
 
 
@@ -123,7 +131,7 @@ def evaluate_task(evaluated: Task, index: str, system: System, tau: float, param
     """Run the task against the index and log the run (lineage params, score, predictions, plot)
     to MLflow; the same inputs (index snapshots are immutable) give the cached result."""
     config = InferenceConfig(k=params.k, tau=tau, restrict=system != "npm-no-bm25", content_words=params.content_words)
-    npm = NPM(index, encoder=params.model if params.model and not params.model.startswith("models:/") else None)
+    npm = NPM(index, encoder=resolve_encoder(params.model, params.store) if params.model else None)
     result = run_evaluation(evaluated, npm, "npm-single" if system == "npm-single" else "npm", config, calibrate=params.calibrate)
     manifest = read_manifest(index)
     with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name=f"{evaluated.name}/{system}/tau={tau:g}", nested=True):
@@ -131,7 +139,8 @@ def evaluate_task(evaluated: Task, index: str, system: System, tau: float, param
             "task": evaluated.name, "system": system, "model": params.model or manifest.config["encoder"],
             "index": index, "index_id": manifest.id, "factory": manifest.config["factory"],
             "corpus_id": manifest.inputs[0]["corpus_id"], "datastore_id": manifest.inputs[0]["datastore_id"],
-            "encoder": manifest.config["encoder"], "encoder_fingerprint": manifest.config["encoder_fingerprint"],
+            "encoder": manifest.config["encoder"] if params.model is None else params.model, "encoder_fingerprint": npm.fingerprint,
+            "index_encoder_fingerprint": manifest.config["encoder_fingerprint"],
             "corpus_tokens": manifest.counts["tokens"], "k": config.k, "tau": tau, "restrict": config.restrict,
             "calibrate": params.calibrate and evaluated.domain is not None, "content_words": config.content_words,
             "limit": params.limit, "seed": params.seed,

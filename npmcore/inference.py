@@ -30,7 +30,7 @@ from fsspec.implementations.local import LocalFileSystem
 
 from npmcore import bm25
 from npmcore.blocks import encoder_input
-from npmcore.encoder import cached_encoder, encode, encoder_fingerprint, special_frame
+from npmcore.encoder import cached_encoder, encode, encoder_fingerprint, special_frame, tokenizer_fingerprint
 from npmcore.index import read_index, reconstruct, search, set_search_params, to_gpu
 from npmcore.indexer import KIND
 from npmcore.ingest import read_shard
@@ -89,8 +89,10 @@ class NPM:
 
     Args:
         index_url: an index snapshot (local or remote; remote ones are copied to ``cache``).
-        encoder: encoder path or name; None = the one the index was built with. An encoder
-            whose weights differ from the index's is refused.
+        encoder: encoder path or name; None = the one the index was built with. Another
+            encoder needs the corpus's tokenizer, and answers only BM25-restricted queries
+            (their passages are encoded again): the index's vectors are not its own, so kNN
+            search (``restrict=False``, closed-set ``classify``) is refused.
         cache: local folder for copies of remote snapshots.
     """
 
@@ -100,13 +102,22 @@ class NPM:
         local = _local_folder(index_url, self.manifest, cache)
         source = encoder if encoder is not None else (None if self.manifest.config["encoder"] == "default" else self.manifest.config["encoder"])
         self.tokenizer, self.model = cached_encoder(source)
-        found = encoder_fingerprint(self.model)
-        if found != self.manifest.config["encoder_fingerprint"]:
+        corpus_tokenizer = read_manifest(self.manifest.inputs[0]["corpus"]).config["tokenizer"]
+        if tokenizer_fingerprint(self.tokenizer) != corpus_tokenizer:
             raise ValueError(
+                f"index {index_url} holds tokens of another tokenizer than encoder {source or 'default'!r}'s: "
+                "build an index with this encoder (npmcore index --model …)"
+            )
+        self.fingerprint = encoder_fingerprint(self.model)
+        if self.fingerprint != self.manifest.config["encoder_fingerprint"]:  # passages only: see search()
+            self._foreign = (
                 f"index {index_url} was built with encoder {self.manifest.config['encoder']!r} "
                 f"(weights {self.manifest.config['encoder_fingerprint']}), but encoder {source or 'default'!r} "
-                f"has weights {found}: build an index with this encoder (npmcore index --model …)"
+                f"has weights {self.fingerprint}: kNN search needs an index built with this encoder "
+                "(npmcore index --model …); BM25-restricted queries work with any encoder of the same tokenizer"
             )
+        else:
+            self._foreign = None
         self.index = read_index(str(local / "index.faiss"))
         set_search_params(self.index, self.manifest.config["search_params"])
         self.search_index = to_gpu(self.index)
@@ -220,6 +231,8 @@ class NPM:
 
     def search(self, q: np.ndarray, config: InferenceConfig) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (sims, global ids) of scaled query vectors (n, d)."""
+        if self._foreign:
+            raise ValueError(self._foreign)
         if config.search_params is not None:
             set_search_params(self.search_index, config.search_params)
         try:

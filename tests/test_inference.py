@@ -6,6 +6,7 @@ from collections import defaultdict
 import faiss
 import numpy as np
 import pytest
+import torch
 from gensim.parsing.preprocessing import STOPWORDS
 from typer.testing import CliRunner
 
@@ -266,9 +267,24 @@ def test_bad_queries_are_refused(flat, query, message):
         flat.predict([query])
 
 
-def test_an_index_refuses_another_encoder(flat, roberta_dir):
-    with pytest.raises(ValueError, match="was built with encoder"):
+def test_an_index_refuses_another_tokenizer_and_another_encoders_knn_search(flat, roberta_dir, tmp_path):
+    with pytest.raises(ValueError, match="another tokenizer"):
         NPM(flat.url, encoder=str(roberta_dir))
+    tokenizer, model = load_encoder()
+    with torch.no_grad():
+        model.embeddings.word_embeddings.weight.mul_(1.1)  # other weights, same tokenizer
+    model.save_pretrained(tmp_path / "other")
+    tokenizer.save_pretrained(tmp_path / "other")
+    other = NPM(flat.url, encoder=str(tmp_path / "other"))
+    with pytest.raises(ValueError, match="kNN search needs an index built with this encoder"):
+        other.predict(QUERIES[:1], InferenceConfig(restrict=False))
+    # BM25-restricted queries encode their passages again: they need no vectors of the index
+    config = InferenceConfig(restrict=True, passages=3)
+    mine, reference = other.restricted(QUERIES[:2], 3), flat.restricted(QUERIES[:2], 3)
+    for (ids, vectors), (ref_ids, ref_vectors) in zip(mine, reference, strict=True):
+        np.testing.assert_array_equal(ids, ref_ids)
+        assert not np.allclose(vectors, ref_vectors, atol=1e-3)  # this encoder's vectors
+    assert [a.text for a in other.predict(QUERIES[:2], config)[0]]
 
 
 def test_a_corrupted_or_missing_index_file_is_an_error(datastore, tmp_path):
