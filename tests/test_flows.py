@@ -80,3 +80,16 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path):
     assert len(client.search_runs([run.info.experiment_id])) == 1
     again = train(params.model_copy(update={"seed": 1}))  # a changed config trains again
     assert again == "models:/npm-encoder/2"
+
+
+def test_train_params_keep_the_presets_masking_unless_overridden():
+    from flows.train import TrainParams
+    from npmcore.masking import MaskingConfig
+    from npmcore.train import PRESETS
+
+    quality = TrainParams(store="/tmp/unused", preset="cpu-quality").config("corpus")
+    assert quality.masking == PRESETS["cpu-quality"]["masking"] and quality.masking.content_words
+    assert quality.steps == PRESETS["cpu-quality"]["steps"]
+    ratio = TrainParams(store="/tmp/unused", preset="cpu-quality", mask_ratio=0.3).config("corpus")
+    assert ratio.masking == MaskingConfig(ratio=0.3, content_words=True)
+    assert TrainParams(store="/tmp/unused").config("corpus").masking == MaskingConfig()
