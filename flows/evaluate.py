@@ -35,7 +35,7 @@ class EvalParams(BaseModel):
     index: str | None = Field(None, description="Evaluate against this index; empty = build each task's reference corpus and index.")
     corpus: str | None = Field(None, description="Evaluate against this corpus snapshot, indexed with `model`, instead of the task's reference corpus.")
     model: str | None = Field(None, description="Encoder of the indexes built here (path, cached name or models:/…); empty = the default encoder.")
-    data: str | None = Field(None, description="The jsonl file of a cloze task.")
+    data: str | None = Field(None, description="The jsonl file of the cloze task (other tasks load their own data).")
     wiki_files: list[int] = Field(
         [1], description="enwiki_sample files added to the open-set reference corpora; several values sweep the "
         "reference-corpus size (one index each) and plot the score against corpus tokens (the paper's Figure 7).",
@@ -77,7 +77,7 @@ class Row:
 
 @task(name="load-task")
 def load_task_task(name: str, params: EvalParams) -> Task:
-    return load_task(name, limit=params.limit, seed=params.seed, path=params.data)
+    return load_task(name, limit=params.limit, seed=params.seed, path=params.data if name == "cloze" else None)
 
 
 def searches_vectors(evaluated: Task, params: EvalParams) -> bool:
