@@ -3,7 +3,8 @@
 Every checkpoint (and the initial encoder, as step 0) is exported as an fp16 encoder
 folder, evaluated with the ``evaluate`` flow (its runs go to MLflow as usual), and each
 score is logged into the *training* run as ``eval.<task>`` at the checkpoint's step, with
-a plot of metric vs step as the run's ``learning_curve.png``: regressions are visible.
+a plot of metric vs step as the run's ``learning_curve.png`` (every point logged so far, so
+step ranges evaluated by separate invocations add up): regressions are visible.
 """
 
 from pathlib import Path
@@ -59,7 +60,17 @@ def learning_curve(params: CurveParams) -> dict[int, dict[str, float]]:
         curve[step] = {row.task: row.score for row in rows}
         for name, score in curve[step].items():
             client.log_metric(params.run_id, f"eval.{name}", score, step=step)
-    client.log_figure(params.run_id, _plot(curve), "learning_curve.png")
+    client.log_figure(params.run_id, _plot(logged_curve(client, params.run_id)), "learning_curve.png")
+    return curve
+
+
+def logged_curve(client: MlflowClient, run_id: str) -> dict[int, dict[str, float]]:
+    """Every ``eval.<task>`` point of a training run (the newest value per step): earlier invocations included."""
+    curve: dict[int, dict[str, float]] = {}
+    for key in client.get_run(run_id).data.metrics:
+        if key.startswith("eval."):
+            for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.timestamp):
+                curve.setdefault(m.step, {})[key.removeprefix("eval.")] = m.value
     return curve
 
 

@@ -500,6 +500,7 @@ def test_learning_curve_logs_checkpoint_scores_into_the_training_run(corpus, tmp
 
     from mlflow import MlflowClient
 
+    from flows.learning_curve import logged_curve
     from flows.prefect_api import prefect_api
     from flows.train import TrainParams, train
 
@@ -521,6 +522,10 @@ def test_learning_curve_logs_checkpoint_scores_into_the_training_run(corpus, tmp
     assert {m.step: m.value for m in history} == {int(s): v for s, v in by_step.items()}
     assert all(r.data.params["corpus_id"] == open_snapshot(corpus).id for r in evals)
     assert "learning_curve.png" in {a.path for a in client.list_artifacts(run.info.run_id)}
+    out = CliRunner().invoke(app, ["learning-curve", run.info.run_id, "--store", str(store), "--task", "cloze", "--data", str(path),
+                                   "--corpus", corpus, "--step", "1"])
+    assert out.exit_code == 0, out.output
+    assert sorted(logged_curve(client, run.info.run_id)) == [0, 1, 2]  # the plot shows both invocations' steps
 
 
 @pytest.mark.slow
