@@ -69,7 +69,7 @@ PRESETS: dict[str, dict] = {
     "cpu-small": {},
     # The shipped default encoder's recipe (model card: npmcore/checkpoints/npm-minilm-l6/README.md): masking
     # only spans of content words spends the small CPU budget on what open-set answers are made of.
-    "cpu-quality": dict(steps=1200, batch_size=16, lr=1.5e-4, warmup_steps=100, checkpoint_every=100,
+    "cpu-quality": dict(steps=800, batch_size=16, lr=1.5e-4, warmup_steps=100, checkpoint_every=100,
                         masking=MaskingConfig(content_words=True)),
 }
 
