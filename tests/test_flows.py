@@ -93,3 +93,16 @@ def test_train_params_keep_the_presets_masking_unless_overridden():
     ratio = TrainParams(store="/tmp/unused", preset="cpu-quality", mask_ratio=0.3).config("corpus")
     assert ratio.masking == MaskingConfig(ratio=0.3, content_words=True)
     assert TrainParams(store="/tmp/unused").config("corpus").masking == MaskingConfig()
+
+
+def test_eval_data_is_the_cloze_file_and_other_tasks_load_their_own(tmp_path):
+    import json
+
+    from flows.evaluate import EvalParams, load_task_task
+    from npmcore.evaluation.tasks import load_task
+
+    path = tmp_path / "cloze.jsonl"
+    path.write_text(json.dumps({"query": "Paris is the capital of [MASK].", "answers": ["France"]}) + "\n")
+    params = EvalParams(tasks=["mr", "cloze"], store=str(tmp_path), data=str(path), limit=5)
+    assert load_task_task.fn("mr", params) == load_task("mr", limit=5, seed=params.seed)
+    assert load_task_task.fn("cloze", params) == load_task("cloze", limit=5, seed=params.seed, path=str(path))
