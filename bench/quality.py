@@ -25,7 +25,7 @@ from flows.evaluate import EvalParams, evaluate  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-TASKS = ["mr", "sst2", "cr", "trex", "google_re"]
+TASKS = ["mr", "sst2", "cr", "trex", "google_re", "cloze"]
 
 
 def main() -> None:
@@ -38,11 +38,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, prefect_api():
         store = args.store or tmp
         scores = {}
-        for tasks, data in ((TASKS, None), (["cloze"], args.cloze)):
-            params = EvalParams(tasks=tasks, store=store, model=args.model, data=data, limit=args.limit)
-            for row in evaluate(params):
-                scores[row.task] = round(row.score, 4)
-                print(f"{row.task}: {row.metric} {row.score:.4f} (n={row.n}, corpus {row.corpus_tokens:,} tokens, {row.notes})", flush=True)
+        params = EvalParams(tasks=TASKS, store=store, model=args.model, data=args.cloze, limit=args.limit)
+        for row in evaluate(params):
+            scores[row.task] = round(row.score, 4)
+            print(f"{row.task}: {row.metric} {row.score:.4f} (n={row.n}, corpus {row.corpus_tokens:,} tokens, {row.notes})", flush=True)
     print(json.dumps(scores))
 
 
