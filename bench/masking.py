@@ -22,7 +22,8 @@ import torch  # noqa: E402
 from npmcore.blocks import split_document  # noqa: E402
 from npmcore.corpus import read_wikiextractor  # noqa: E402
 from npmcore.encoder import load_tokenizer  # noqa: E402
-from npmcore.masking import MaskingConfig, mask_spans, vocab_tables  # noqa: E402
+from npmcore.masking import MaskingConfig, mask_spans  # noqa: E402
+from npmcore.vocab import vocab_tables  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH, MAX_TOKENS = 16, 256

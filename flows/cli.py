@@ -128,22 +128,24 @@ def demo(
 def train(
     corpus: Annotated[str | None, typer.Option(help="Corpus snapshot URL; default: the newest in the store.")] = None,
     store: Store = "npm-store",
-    preset: Annotated[str, typer.Option(help="cpu-small (a short run), cpu-quality (the shipped encoder's recipe) or paper (32 GPUs).")] = "cpu-small",
-    objective: Annotated[str, typer.Option(help="npm (span masking) or npm-single (token masking).")] = "npm",
-    steps: Annotated[int | None, typer.Option(help="Optimizer steps (default: the preset's).")] = None,
+    preset: Annotated[str, typer.Option(help="cpu-small (a short run), cpu-mlm (the masked-LM stage), cpu-quality (the shipped encoder's NPM recipe) or paper (32 GPUs).")] = "cpu-small",
+    objective: Annotated[str | None, typer.Option(help="npm (span masking), npm-single (token masking) or mlm (masked-LM stage); default: the preset's.")] = None,
+    steps: Annotated[int | None, typer.Option(help="Optimizer steps (default: the preset's; its warm-up keeps its share).")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Sequences per step (default: the preset's).")] = None,
     lr: Annotated[float | None, typer.Option(help="Peak learning rate (default: the preset's).")] = None,
-    encoder: Annotated[str | None, typer.Option(help="Initial encoder path or cached name.")] = None,
+    warmup_steps: Annotated[int | None, typer.Option(help="Linear warm-up steps (default: the preset's share of --steps).")] = None,
+    mlm_weight: Annotated[float | None, typer.Option(help="NPM objectives: weight of an auxiliary MLM loss (default 0: none).")] = None,
+    encoder: Annotated[str | None, typer.Option(help="Initial encoder: path, cached name or models:/npm-encoder/N (e.g. the MLM stage's).")] = None,
     alias: Annotated[str | None, typer.Option(help="Registry alias for the new version, e.g. champion.")] = None,
     seed: int = 0,
 ) -> None:
-    """Train an NPM encoder on a corpus snapshot; logs to MLflow and registers npm-encoder."""
+    """Train an encoder on a corpus snapshot (NPM, or the masked-LM stage before it); logs to MLflow and registers npm-encoder."""
     from flows.train import TrainParams, train as train_flow
 
     try:
         params = TrainParams(
-            store=store, corpus=corpus, preset=preset, objective=objective, steps=steps,
-            batch_size=batch_size, lr=lr, encoder=encoder, alias=alias, seed=seed,
+            store=store, corpus=corpus, preset=preset, objective=objective, steps=steps, batch_size=batch_size, lr=lr,
+            warmup_steps=warmup_steps, mlm_weight=mlm_weight, encoder=encoder, alias=alias, seed=seed,
         )
         uri = train_flow(params, progress=sys.stderr.isatty())
     except USER_ERRORS as e:
@@ -342,6 +344,7 @@ def eval_task(
     data: Annotated[str | None, typer.Option(help="The jsonl file of a cloze task.")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Seeded sample of at most this many examples (default 3000; quick suite 100).")] = None,
     seed: int = 0,
+    split: Annotated[str, typer.Option(help="test, or dev (tuning data: sst2, trex, google_re; cloze: its --data file).")] = "test",
     system: Annotated[list[str] | None, typer.Option(help="npm, npm-no-bm25 or npm-single (repeatable; default npm).")] = None,
     exact: Annotated[bool, typer.Option(help="Also search a Flat (exact) index of the same datastore.")] = False,
     k: Annotated[int, typer.Option(min=1, help="Tokens retrieved per query vector.")] = 4096,
@@ -367,7 +370,7 @@ def eval_task(
     try:
         params = EvalParams(
             tasks=tasks, store=store, index=index_url and absolute_store(index_url), corpus=corpus and absolute_store(corpus), model=model, data=data,
-            limit=limit or (100 if suite else 3000), seed=seed, systems=system or ["npm"], exact=exact, k=k, taus=tau, content_words=content_words, calibrate=calibrate,
+            limit=limit or (100 if suite else 3000), seed=seed, split=split, systems=system or ["npm"], exact=exact, k=k, taus=tau, content_words=content_words, calibrate=calibrate,
             wiki_files=wiki_files or [1], cluster=cluster_params(dask_address, workers),
         )
         with prefect_api():

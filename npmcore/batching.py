@@ -30,6 +30,7 @@ is read once per epoch, not twice.
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import TypeVar
 
 import numpy as np
@@ -41,9 +42,9 @@ from npmcore.storage import FileEntry, read_manifest
 log = logging.getLogger(__name__)
 
 POOL_BATCHES = 8  # pending pool size in batches; larger = fewer incomplete batches, more memory
-COLUMNS = ["block_id", "doc_id", "block_index", "token_ids"]
+COLUMNS = ["block_id", "doc_id", "block_index", "token_ids", "title_tokens"]
 Item = TypeVar("Item")
-Row = tuple[str, str, list[int]]  # (block_id, doc_id, token_ids) of one block
+Row = tuple[str, str, list[int], int]  # (block_id, doc_id, token_ids, title_tokens) of one block
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class Batch:
     block_ids: list[str]  # "{doc_id}#{block_index}", one per sequence
     doc_ids: list[str]  # the document of each sequence
     token_ids: list[list[int]]  # encoder input ids with special tokens, one list per sequence
+    title_tokens: list[int]  # per sequence, how many of its first non-special tokens spell "{title}. "
 
 
 def group_documents(
@@ -169,8 +171,8 @@ def _batches(
             dropped += len(rows)
             continue
         kept += 1
-        block_ids, doc_ids, token_ids = (list(col) for col in zip(*rows, strict=True))
-        yield Batch(block_ids, doc_ids, token_ids)
+        block_ids, doc_ids, token_ids, title_tokens = (list(col) for col in zip(*rows, strict=True))
+        yield Batch(block_ids, doc_ids, token_ids, title_tokens)
     level = logging.WARNING if dropped > 0.05 * (kept * batch_size + dropped) else logging.INFO
     log.log(level, "epoch %d of %s: %d batches; %d blocks dropped in incomplete batches", epoch, url, kept, dropped)
 
@@ -189,8 +191,24 @@ def _shard_documents(table: pa.Table, path: str, rng: np.random.Generator) -> li
     bad = np.flatnonzero(table.column("block_index").to_numpy() != expected_index)
     if len(bad):
         raise ValueError(f"{path}: block {table.column('block_id')[int(bad[0])]} is out of order in document {doc_ids[bad[0]]!r}")
-    rows = list(zip(table.column("block_id").to_pylist(), doc_ids, table.column("token_ids").to_pylist(), strict=True))
+    block_ids, token_ids, titles = (table.column(name).to_pylist() for name in ("block_id", "token_ids", "title_tokens"))
+    rows = list(zip(block_ids, doc_ids, token_ids, titles, strict=True))
     return [(doc_ids[bounds[k]], rows[bounds[k] : bounds[k + 1]]) for k in rng.permutation(len(bounds) - 1)]
+
+
+def by_length(batches: Iterable[Batch], pool_batches: int, seed: int, epoch: int) -> Iterator[Batch]:
+    """The same sequences re-batched ``pool_batches`` batches at a time so that each batch holds
+    blocks of similar length: less padding, for objectives that need no in-batch neighbours
+    (MLM). The new batches of a pool come in a seeded random order."""
+    rng = np.random.default_rng([seed, epoch, 1])
+    batches = iter(batches)
+    while pool := list(islice(batches, pool_batches)):
+        rows = [row for batch in pool for row in zip(batch.block_ids, batch.doc_ids, batch.token_ids, batch.title_tokens, strict=True)]
+        rows.sort(key=lambda row: len(row[2]))
+        size = len(pool[0].block_ids)
+        cut = [rows[lo : lo + size] for lo in range(0, len(rows), size)]
+        for k in rng.permutation(len(cut)):
+            yield Batch(*(list(col) for col in zip(*cut[k], strict=True)))
 
 
 def _check_batch_size(batch_size: int) -> None:

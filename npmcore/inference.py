@@ -34,7 +34,7 @@ from npmcore.encoder import cached_encoder, encode, encoder_fingerprint, special
 from npmcore.index import read_index, reconstruct, search, set_search_params, to_gpu
 from npmcore.indexer import KIND
 from npmcore.ingest import read_shard
-from npmcore.masking import vocab_tables
+from npmcore.vocab import vocab_tables
 from npmcore.phrases import Corpus, candidate_spans, content_spans, label_scores, score_phrases, score_tokens
 from npmcore.storage import Manifest, join, open_snapshot, read_manifest
 
@@ -70,7 +70,7 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Answer:
-    text: str
+    text: str  # as its best evidence passage writes it
     token_ids: tuple[int, ...]
     score: float  # normalised: the answers of all candidates of a query sum to 1
     evidence: tuple[Evidence, ...]  # best first
@@ -201,7 +201,7 @@ class NPM:
                 mine = np.flatnonzero(tokens == token)
                 best = mine[np.argsort(-share[mine], kind="stable")[: config.evidence]]
                 evidence = tuple(Evidence(int(self.corpus.block_of(ids[i : i + 1])[0]), int(ids[i]), int(ids[i]), float(share[i])) for i in best)
-                answers.append(Answer(self._decode([token]), (token,), score, evidence))
+                answers.append(Answer(self.surface(evidence[0]), (token,), score, evidence))
             results.append(answers)
         return results
 
@@ -279,11 +279,8 @@ class NPM:
                 Evidence(int(self.corpus.block_of(phrases.spans[i : i + 1, 0])[0]), int(phrases.spans[i, 0]), int(phrases.spans[i, 1]), float(phrases.span_scores[i]))
                 for i in best
             )
-            answers.append(Answer(self._decode(list(ids)), ids, float(phrases.scores[rank]), evidence))
+            answers.append(Answer(self.surface(evidence[0]), ids, float(phrases.scores[rank]), evidence))
         return answers
-
-    def _decode(self, ids: list[int]) -> str:
-        return self.tokenizer.decode(ids).strip()
 
     # --- evidence -----------------------------------------------------------------------
 
@@ -298,6 +295,13 @@ class NPM:
         if len(chars) != n:
             raise ValueError(f"block {block_id}: {len(chars)} tokens when tokenized again, {n} in the index")
         return Passage(block_id, title, passage, chars)
+
+    def surface(self, evidence: Evidence) -> str:
+        """The passage's own characters of an evidence span (not word pieces decoded again:
+        "left-wing", "São Paulo" stay as written)."""
+        p = self.passage(evidence.block)
+        lo = int(self.corpus.offsets[evidence.block])
+        return p.text[p.token_chars[evidence.first - lo][0] : p.token_chars[evidence.last - lo][1]]
 
     def evidence_dict(self, evidence: Evidence) -> dict:
         """{"block_id", "title", "text", "start", "end"}: the span's characters are text[start:end]."""

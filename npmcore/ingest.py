@@ -54,6 +54,7 @@ BLOCK_SCHEMA = pa.schema([
     ("source", pa.string()),
     ("text", pa.string()),
     ("token_ids", pa.list_(pa.int32())),
+    ("title_tokens", pa.int32()),  # the first title_tokens non-special token ids spell the "{title}. " prefix
     ("content_hash", pa.string()),
     ("source_hash", pa.string()),  # sha256 of the document's source (dump pages: page id, title, wikitext)
 ])

@@ -4,20 +4,21 @@ A batch is B encoder sequences (special tokens included). A masked span must hav
 positive: an occurrence of the same n-gram in *another* sequence of the batch, whose
 first and last key vectors are the targets of the [MASKs] and [MASKe] queries.
 
-1. Word boundaries come from a per-tokenizer table over the vocabulary (built once,
-   cached): a token starts a word unless it is a continuation piece ("##x" for
-   WordPiece; for byte-level BPE and sentencepiece, a piece without a leading "Ġ"/"▁").
-   Special, punctuation and whitespace tokens always start a word, and so does the token
-   right after one (RoBERTa writes "(hello" as "Ġ(", "hello"). A whole-word n-gram
-   starts at a word start and ends right before a word start, a special token or padding.
+1. Word boundaries come from the tokenizer's vocabulary tables (:mod:`npmcore.vocab`).
+   A whole-word n-gram starts at a word start and ends right before a word start, a
+   special token or padding. Only whole-word n-grams are masked; their positives are
+   *every* occurrence of the same token ids in another sequence, inside a word or not,
+   as the paper counts them. The "{title}. " prefix of each block (``title_tokens``) is
+   never masked and never a positive: document-grouped batches repeat the title in every
+   sequence, which would make title n-grams trivial positives at the start of every other
+   sequence. It stays as context, and its keys stay negatives.
 2. Exact n-gram ids, vectorised over the (B, T) batch: every 1-gram is its token id; the
    id of the (n+1)-gram at s is the rank of the pair (id of the n-gram at s, token at
    s+n) among all such pairs (one stable argsort per n). The ids are collision-free,
    so nothing needs re-checking. Only n-grams found in two or more sequences are
    extended, since a longer n-gram shared by two sequences has its prefix shared too.
-   The whole-word occurrences of n-grams that have whole-word occurrences in two or more
-   sequences are the candidates; as each n-gram's occurrences are kept together, its
-   positives are a slice of them.
+   An n-gram found in two or more sequences with at least one whole-word occurrence is
+   a candidate group; its occurrences are kept together, so its positives are a slice.
 3. Sampling, per sequence, round robin over the batch (every draw from ``generator``):
    draw a length n ~ geometric(p) restricted to the lengths that still have candidates
    in the sequence, then take the next candidate of length n from a pre-shuffled queue,
@@ -34,15 +35,15 @@ first and last key vectors are the targets of the [MASKs] and [MASKe] queries.
    ``model_max_length``.
 """
 
-import functools
 import itertools
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from gensim.parsing.preprocessing import STOPWORDS
 from torch import Tensor
 from transformers import PreTrainedTokenizerFast
+
+from npmcore.vocab import vocab_tables
 
 
 @dataclass(frozen=True)
@@ -82,46 +83,12 @@ class MaskedBatch:
     pos_end: Tensor  # (P,) long: where it ends, inclusive (end positive)
 
 
-@dataclass(frozen=True)
-class VocabTables:
-    special: np.ndarray  # (V,) bool: tokenizer.all_special_ids ([CLS], [SEP], [PAD], [UNK], [MASK], <s>, ...)
-    word_start: np.ndarray  # (V,) bool: the token starts a word wherever it stands
-    boundary: np.ndarray  # (V,) bool: special, punctuation or whitespace: the token after it starts a word
-    stop: np.ndarray  # (V,) bool: punctuation, or a piece spelling an English stopword (gensim's list); it counts where the piece is a whole word
-
-
-def vocab_tables(tokenizer: PreTrainedTokenizerFast) -> VocabTables:
-    """Word-boundary tables over the tokenizer's vocabulary (built once per tokenizer and size)."""
-    return _vocab_tables(tokenizer, len(tokenizer))
-
-
-@functools.lru_cache(maxsize=8)
-def _vocab_tables(tokenizer: PreTrainedTokenizerFast, size: int) -> VocabTables:
-    backend = tokenizer.backend_tokenizer
-    prefix = backend.model.continuing_subword_prefix if type(backend.model).__name__ == "WordPiece" else None
-    special = np.zeros(size, dtype=bool)
-    special[tokenizer.all_special_ids] = True
-    word_start, boundary, stop = special.copy(), special.copy(), np.zeros(size, dtype=bool)
-    for i, piece in enumerate(tokenizer.convert_ids_to_tokens(list(range(size)))):
-        if special[i]:
-            continue
-        if prefix is not None:
-            continuation = piece.startswith(prefix)
-            text = piece.removeprefix(prefix)
-        else:  # byte-level BPE ("Ġword") or sentencepiece ("▁word"): the decoder turns markers into spaces
-            text = backend.decoder.decode([piece]) if backend.decoder is not None else piece
-            continuation = not (piece.startswith(("Ġ", "▁")) or text[:1].isspace())
-        core = text.strip()
-        # "\ufffd": a byte-level piece holding part of a multi-byte character (inside a word)
-        punctuation = "\ufffd" not in core and not any(c.isalnum() for c in core)
-        word_start[i] = punctuation or not continuation
-        boundary[i] = punctuation
-        stop[i] = punctuation or core.lower() in STOPWORDS  # a stopword where the piece is a whole word
-    return VocabTables(special, word_start, boundary, stop)
-
-
 def mask_spans(
-    sequences: list[list[int]], tokenizer: PreTrainedTokenizerFast, config: MaskingConfig, generator: torch.Generator
+    sequences: list[list[int]],
+    tokenizer: PreTrainedTokenizerFast,
+    config: MaskingConfig,
+    generator: torch.Generator,
+    title_tokens: list[int] | None = None,
 ) -> MaskedBatch:
     """NPM span masking of one batch: whole-word n-grams that also occur in another sequence.
 
@@ -131,12 +98,14 @@ def mask_spans(
         tokenizer: the encoder's fast tokenizer (mask, pad and special ids, word pieces).
         config: masking budget, span lengths and caps.
         generator: the only source of randomness: same seed, same batch.
+        title_tokens: per sequence, how many of its first non-special tokens are the
+            block's "{title}. " prefix (never masked, never positives); None: no prefix.
 
     Returns:
         A MaskedBatch; every span has at least one positive and its positives are all
-        whole-word occurrences of the span's n-gram in the other sequences.
+        occurrences of the span's n-gram in the other sequences, outside their prefixes.
     """
-    ids, lengths, content, limit = _prepare(sequences, tokenizer)
+    ids, lengths, content, limit = _prepare(sequences, tokenizer, title_tokens)
     tables = vocab_tables(tokenizer)
     start = tables.word_start[ids]  # (B, T)
     start[:, 0] = True
@@ -146,16 +115,21 @@ def mask_spans(
     if config.content_words:  # a one-token word that is a stopword or punctuation neither opens nor closes a span
         stop_word = tables.stop[ids] & start & end  # (B, T)
         start, end = start & ~stop_word, end & ~stop_word
-    occ_at, occ_len, occ_group, group_lo = _shared_ngrams(ids, content, start, end, config.max_span)
+    occ_at, occ_len, occ_group, occ_whole, group_lo = _shared_ngrams(ids, content, start, end, config.max_span)
     occ_seq, occ_start = np.divmod(occ_at, ids.shape[1])
+    w = occ_whole
     chosen = _sample_spans(
-        occ_seq, occ_start, occ_len, occ_group, _budget(config.ratio, content), lengths, limit, config, generator
+        occ_seq[w], occ_start[w], occ_len[w], occ_group[w], _budget(config.ratio, content), lengths, limit, config, generator
     )
     return _assemble(ids, lengths, chosen, occ_seq, occ_start, group_lo, 2, tokenizer)
 
 
 def mask_tokens(
-    sequences: list[list[int]], tokenizer: PreTrainedTokenizerFast, ratio: float, generator: torch.Generator
+    sequences: list[list[int]],
+    tokenizer: PreTrainedTokenizerFast,
+    ratio: float,
+    generator: torch.Generator,
+    title_tokens: list[int] | None = None,
 ) -> MaskedBatch:
     """NPM-single masking: single tokens (word pieces too) that also occur in another sequence.
 
@@ -167,8 +141,8 @@ def mask_tokens(
     """
     if not 0 < ratio <= 1:
         raise ValueError(f"ratio must be in (0, 1], got {ratio}")
-    ids, lengths, content, _ = _prepare(sequences, tokenizer)
-    occ_at, _, occ_group, group_lo = _shared_ngrams(ids, content, content, content, 1)
+    ids, lengths, content, _ = _prepare(sequences, tokenizer, title_tokens)
+    occ_at, _, occ_group, _, group_lo = _shared_ngrams(ids, content, content, content, 1)
     occ_seq, occ_start = np.divmod(occ_at, ids.shape[1])
     # a uniform draw of need[b] candidates per sequence: the smallest random keys
     keys = torch.rand(len(occ_at), generator=generator, dtype=torch.float64).numpy()
@@ -182,9 +156,10 @@ def mask_tokens(
 
 
 def _prepare(
-    sequences: list[list[int]], tokenizer: PreTrainedTokenizerFast
+    sequences: list[list[int]], tokenizer: PreTrainedTokenizerFast, title_tokens: list[int] | None
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
-    """Checked, right-padded ids (B, T), lengths (B,), content mask (B, T) and the length limit."""
+    """Checked, right-padded ids (B, T), lengths (B,), content mask (B, T) and the length limit.
+    Content tokens are the real non-special tokens after each sequence's title prefix."""
     if tokenizer.mask_token_id is None:
         raise ValueError(f"tokenizer {type(tokenizer).__name__} has no mask token; NPM queries need one")
     if tokenizer.pad_token_id is None:
@@ -211,6 +186,11 @@ def _prepare(
     ids = np.full((B, T), tokenizer.pad_token_id, dtype=np.int64)
     ids[real] = flat
     content = real & ~vocab_tables(tokenizer).special[ids]  # (B, T) maskable, counted in the budget
+    if title_tokens is not None:
+        prefix = np.asarray(title_tokens, dtype=np.int64)
+        if prefix.shape != (B,) or (prefix < 0).any():
+            raise ValueError(f"title_tokens must hold one count >= 0 per sequence ({B}), got {list(title_tokens)[:8]}")
+        content &= np.cumsum(content, axis=1) > prefix[:, None]  # the first prefix[b] content tokens are the title
     return ids, lengths, content, limit
 
 
@@ -222,12 +202,14 @@ def _budget(ratio: float, content: np.ndarray) -> np.ndarray:
 
 def _shared_ngrams(
     ids: np.ndarray, content: np.ndarray, start: np.ndarray, end: np.ndarray, max_span: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Occurrences of the n-grams (n <= max_span) with whole-word occurrences in two or more sequences.
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Occurrences of the n-grams (n <= max_span) of content tokens found in two or more
+    sequences that have at least one whole-word occurrence.
 
-    An occurrence at flat position b * T + s of length n lies in content tokens, with
-    start[b, s] and end[b, s + n - 1]. Returns (occ_at, occ_len, occ_group, group_lo):
-    occ_* (C,) sorted by n-gram group, then position; group g is occ_*[group_lo[g]:group_lo[g + 1]].
+    An occurrence at flat position b * T + s of length n lies in content tokens; it is
+    whole (maskable) when start[b, s] and end[b, s + n - 1]. Returns (occ_at, occ_len,
+    occ_group, occ_whole, group_lo): occ_* (C,) sorted by n-gram group, then position;
+    group g is occ_*[group_lo[g]:group_lo[g + 1]].
     """
     B, T = ids.shape
     tok, content, start, end = ids.ravel(), content.ravel(), start.ravel(), end.ravel()
@@ -240,15 +222,13 @@ def _shared_ngrams(
         order = np.argsort(key, kind="stable")  # stable: within an n-gram, positions stay in (b, s) order
         s_at = at[order]
         s_group = _dense(key[order])  # (A,) n-gram id, sorted
-        shared = _two_sequences(s_group, s_at // T)  # (n-grams,) occurs (anywhere) in two or more sequences
-        whole = start[s_at] & end[s_at + n - 1]
-        w_at = s_at[whole]
-        w_group = _dense(s_group[whole])
-        w_shared = _two_sequences(w_group, w_at // T)  # (whole-word n-grams,)
-        keep = w_shared[w_group]
-        new_id = np.cumsum(w_shared) - 1 + n_groups
-        found.append((w_at[keep], np.full(int(keep.sum()), n), new_id[w_group[keep]]))
-        n_groups += int(w_shared.sum())
+        shared = _two_sequences(s_group, s_at // T)  # (n-grams,) occurs in two or more sequences
+        whole = start[s_at] & end[s_at + n - 1]  # (A,)
+        useful = shared & (np.bincount(s_group[whole], minlength=len(shared)) > 0)  # and can be masked somewhere
+        keep = useful[s_group]
+        new_id = np.cumsum(useful) - 1 + n_groups
+        found.append((s_at[keep], np.full(int(keep.sum()), n), new_id[s_group[keep]], whole[keep]))
+        n_groups += int(useful.sum())
         # extend only n-grams in two sequences: a longer n-gram shared by two has its prefix shared too
         prev = np.empty_like(s_group)
         prev[order] = s_group
@@ -259,9 +239,9 @@ def _shared_ngrams(
         at, key = at[ok], prev[ok] * radix + tok[at[ok] + n]  # the (n+1)-grams; < B * T * radix: no overflow
         if len(at) == 0:
             break
-    occ_at, occ_len, occ_group = (np.concatenate(x) for x in zip(*found, strict=True))
+    occ_at, occ_len, occ_group, occ_whole = (np.concatenate(x) for x in zip(*found, strict=True))
     group_lo = np.r_[0, np.cumsum(np.bincount(occ_group, minlength=n_groups))]
-    return occ_at, occ_len, occ_group, group_lo
+    return occ_at, occ_len, occ_group, occ_whole, group_lo
 
 
 def _dense(sorted_keys: np.ndarray) -> np.ndarray:

@@ -14,7 +14,7 @@ NPM inference (Min et al. 2023, Sec. 3.1; ../shared/docs/npm-method.md):
   ``exp(sim(q_start, E(first)) / tau) + exp(sim(q_end, E(last)) / tau)``;
 * the score of a phrase (a distinct token-id sequence) is the sum over its positions.
 
-Word starts use the tokenizer's vocabulary tables (:func:`npmcore.masking.vocab_tables`),
+Word starts use the tokenizer's vocabulary tables (:func:`npmcore.vocab.vocab_tables`),
 the same rule training uses to pick whole-word spans.
 """
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmcore.masking import VocabTables
+from npmcore.vocab import VocabTables
 
 
 @dataclass(frozen=True)

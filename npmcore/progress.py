@@ -25,15 +25,13 @@ def shard_progress(description: str) -> Iterator[Callable[[object], None]]:
 
 @contextmanager
 def step_progress(description: str, total: int) -> Iterator[Callable[[object], None]]:
-    """Yields a callback taking training step stats (``step``, ``loss``, ``start_acc``)."""
+    """Yields a callback taking training step stats (``step``, ``loss``, ``start_acc`` or ``mlm_acc``)."""
     columns = (*Progress.get_default_columns(), TextColumn("{task.fields[stats]}"))
     with Progress(*columns) as progress:
         task_id = progress.add_task(description, total=total, stats="")
 
         def update(stats: object) -> None:
-            progress.update(
-                task_id, completed=stats.step,
-                stats=f"loss {stats.loss:.3f} start-acc {stats.start_acc:.2f} {stats.tokens_per_s:,.0f} tok/s",
-            )
+            acc = f"start-acc {stats.start_acc:.2f}" if stats.start_acc is not None else f"mlm-acc {stats.mlm_acc:.2f}"
+            progress.update(task_id, completed=stats.step, stats=f"loss {stats.loss:.3f} {acc} {stats.tokens_per_s:,.0f} tok/s")
 
         yield update

@@ -88,12 +88,13 @@ def default_tracking_uri(store: str) -> str:
 
 
 def log_encoder(tokenizer: PreTrainedTokenizerFast, model: PreTrainedModel, alias: str | None = None) -> str:
-    """Log the encoder (transformers flavour) in the active run, register it as
-    ``npm-encoder`` and optionally point ``alias`` at the new version; returns its URI."""
+    """Log the encoder with its MLM head (transformers flavour, a ``*ForMaskedLM`` model) in the
+    active run, register it as ``npm-encoder`` and optionally point ``alias`` at the new
+    version; returns its URI."""
     info = mlflow.transformers.log_model(
         transformers_model={"model": model, "tokenizer": tokenizer},
         name="encoder",
-        task="feature-extraction",
+        task="fill-mask",
         registered_model_name=REGISTERED_MODEL,
         # Stated, not inferred: inference imports optional packages (torchvision) that are not installed.
         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", f"transformers=={transformers.__version__}"],

@@ -15,7 +15,7 @@ from tasks import inputs_and_version, is_transient
 
 def _log_step(stats: StepStats) -> None:
     metrics = asdict(stats)
-    mlflow.log_metrics({k: v for k, v in metrics.items() if k != "step"}, step=stats.step)
+    mlflow.log_metrics({k: v for k, v in metrics.items() if k != "step" and v is not None}, step=stats.step)
 
 
 @task(

@@ -11,11 +11,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from npmcore.batching import _shard_documents, group_documents, iter_batches
+from npmcore.batching import _shard_documents, by_length, group_documents, iter_batches
 from npmcore.ingest import IngestConfig, ingest, read_blocks
 from npmcore.storage import SnapshotError
 
-COLUMNS = ["block_id", "doc_id", "block_index", "token_ids"]
+COLUMNS = ["block_id", "doc_id", "block_index", "token_ids", "title_tokens"]
 Block = tuple[str, int]  # (doc_id, block_index)
 
 
@@ -142,7 +142,7 @@ def test_grouping_refuses_bad_arguments():
 def test_shard_blocks_must_be_consecutive_and_in_order():
     def table(doc_ids, block_index):
         ids = [f"{d}#{i}" for d, i in zip(doc_ids, block_index, strict=True)]
-        return pa.table({"block_id": ids, "doc_id": doc_ids, "block_index": block_index, "token_ids": [[0]] * len(ids)})
+        return pa.table({"block_id": ids, "doc_id": doc_ids, "block_index": block_index, "token_ids": [[0]] * len(ids), "title_tokens": [0] * len(ids)})
 
     rng = np.random.default_rng(0)
     docs = _shard_documents(table(["a", "a", "b"], [0, 1, 0]), "ok", rng)
@@ -163,6 +163,7 @@ def test_every_block_once_and_documents_together(snapshot, rows, batch_size):
     for batch in batches:
         assert batch.token_ids == [rows[b]["token_ids"] for b in batch.block_ids]
         assert batch.doc_ids == [rows[b]["doc_id"] for b in batch.block_ids]
+        assert batch.title_tokens == [rows[b]["title_tokens"] for b in batch.block_ids]
     kept = list(iter_batches(snapshot, batch_size, seed=1))
     assert kept == [b for b in batches if len(b.block_ids) == batch_size]
 
@@ -215,3 +216,18 @@ def test_a_corrupt_shard_is_refused(snapshot, tmp_path):
     shard.write_bytes(bytes(data))
     with pytest.raises(SnapshotError, match=f"checksum mismatch in blocks/{shard.name}"):
         list(iter_batches(str(copy), 8, seed=0))
+
+
+def test_by_length_rebatches_each_pool_into_batches_of_similar_length(snapshot):
+    batches = list(iter_batches(snapshot, 8, seed=0))
+    rebatched = list(by_length(batches, 4, seed=0, epoch=0))
+    assert [len(b.block_ids) for b in rebatched] == [8] * len(batches)
+    for lo in range(0, len(batches), 4):  # each pool keeps its blocks, now cut by length
+        pool, new = batches[lo : lo + 4], rebatched[lo : lo + 4]
+        rows = lambda bs: sorted(r for b in bs for r in zip(b.block_ids, b.doc_ids, map(tuple, b.token_ids), b.title_tokens))
+        assert rows(pool) == rows(new)
+        spans = sorted((min(map(len, b.token_ids)), max(map(len, b.token_ids))) for b in new)
+        assert all(hi <= next_lo for (_, hi), (next_lo, _) in zip(spans, spans[1:]))
+    padded = lambda bs: sum(len(b.token_ids) * max(map(len, b.token_ids)) for b in bs)
+    assert padded(rebatched) < padded(batches)
+    assert rebatched == list(by_length(batches, 4, seed=0, epoch=0))

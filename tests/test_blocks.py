@@ -35,6 +35,21 @@ def test_blocks_fit_and_are_exactly_the_encoder_input(documents, tokenizer):
     assert max(lengths) >= MAX_TOKENS - 8  # long articles fill their blocks
 
 
+def test_title_tokens_are_the_prefix_before_the_text(documents, tokenizer, roberta_tokenizer):
+    """title_tokens counts the tokens whose characters lie in "{title}. ", read from the offsets."""
+    titled = 0
+    for tok in (tokenizer, roberta_tokenizer):
+        for doc in documents[:60]:
+            for b in split_document(doc, tok, MAX_TOKENS):
+                enc = tok(encoder_input(doc.title, b.text), return_offsets_mapping=True)
+                prefix = len(doc.title) + 2 if doc.title else 0  # "{title}. "
+                special = set(tok.all_special_ids)
+                expected = sum(s < prefix for (s, _), t in zip(enc["offset_mapping"], enc["input_ids"]) if t not in special)
+                assert b.title_tokens == expected, (doc.title, b.block_id)
+                titled += b.title_tokens > 0
+    assert titled > 100
+
+
 def test_blocks_concatenate_back_to_the_document(documents, tokenizer):
     for doc in documents:
         blocks = split_document(doc, tokenizer, MAX_TOKENS)

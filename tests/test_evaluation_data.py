@@ -28,7 +28,16 @@ def test_normalize_answer():
     assert normalize_answer("The  Quick, brown FOX!") == "quick brown fox"
     assert normalize_answer("An apple a day") == "apple day"
     assert normalize_answer("Theory of the Leisure Class") == "theory of leisure class"  # "the" inside a word stays
-    assert normalize_answer("  U.S.A. ") == "usa"
+    assert normalize_answer("  U.S.A. ") == "u s a"  # punctuation becomes space, in gold and prediction alike
+    assert normalize_answer("left-wing") == normalize_answer("left wing") == "left wing"
+    assert normalize_answer("São Tomé") == "são tomé"  # accents are kept: answers are the passage's own characters
+
+
+def test_exact_match_of_spans_as_passages_write_them():
+    """Word pieces decoded again gave "left - wing" and "sao tome"; the passage's characters match."""
+    assert exact_match("left-wing", ["left-wing"]) and exact_match("left-wing", ["left wing"])
+    assert exact_match("São Tomé and Príncipe", ["Sao Tome", "São Tomé and Príncipe"])
+    assert exact_match("Ruth's Chris", ["Ruth’s Chris", "Ruth's Chris"])
 
 
 def test_exact_match_any_alias_after_normalisation():

@@ -7,7 +7,6 @@ import faiss
 import numpy as np
 import pytest
 import torch
-from gensim.parsing.preprocessing import STOPWORDS
 from typer.testing import CliRunner
 
 from conftest import kill_once
@@ -20,6 +19,7 @@ from npmcore.inference import NPM, InferenceConfig, QueryError, label_token_ids
 from npmcore.ingest import IngestConfig, ingest, read_blocks
 from npmcore.phrases import candidate_spans
 from npmcore.storage import SnapshotError, open_snapshot
+from npmcore.vocab import FUNCTION_WORDS
 
 ARTICLES = 60  # Lee news articles in the test corpus (about 15k tokens)
 QUERIES = [  # real sentences of those articles with one word masked
@@ -58,9 +58,9 @@ def corpus_blocks(corpus_url: str, tokenizer) -> list[list[int]]:
 
 
 def is_stopword(tokenizer, word: list[int]) -> bool:
-    """A word (its token ids) is an English stopword or punctuation, read from its decoded text."""
+    """A word (its token ids) is a function word or punctuation, read from its decoded text."""
     text = tokenizer.decode(word).strip().lower()
-    return text in STOPWORDS or not any(c.isalnum() for c in text)
+    return text in FUNCTION_WORDS or not any(c.isalnum() for c in text)
 
 
 def brute_force(blocks, vectors, block_numbers, q_start, q_end, tables, k, l_max, tau, tokenizer):
@@ -194,9 +194,28 @@ def test_spans_are_whole_words_inside_one_block(flat):
 def test_evidence_points_at_the_answer_in_the_passage(flat):
     answers = flat.predict(QUERIES[:1], InferenceConfig(restrict=True))[0]
     for answer in answers:
+        best = flat.evidence_dict(answer.evidence[0])
+        assert best["text"][best["start"] : best["end"]] == answer.text  # the answer is the passage's own text
         for evidence in answer.evidence:
             ev = flat.evidence_dict(evidence)
-            assert ev["text"][ev["start"] : ev["end"]].lower().replace(" ", "") == answer.text.replace(" ", "")
+            spelled = flat.tokenizer(ev["text"][ev["start"] : ev["end"]], add_special_tokens=False)["input_ids"]
+            assert tuple(spelled) == answer.token_ids
+
+
+def test_answers_keep_hyphens_and_case_as_the_passage_writes_them(flat):
+    """Decoding word pieces again would give "australian - based"; the passage says "Australian-based"."""
+    from npmcore.inference import Evidence
+
+    tokens, offsets = np.asarray(flat.corpus.tokens), flat.corpus.offsets
+    hyphen = flat.tokenizer.convert_tokens_to_ids("-")
+    inside = [i for i in np.flatnonzero(tokens == hyphen) if flat.corpus.block_of(np.array([i - 1, i + 1])).tolist() == [flat.corpus.block_of(np.array([i]))[0]] * 2]
+    assert len(inside) > 5
+    for i in inside[:5]:
+        block = int(flat.corpus.block_of(np.array([i]))[0])
+        text = flat.surface(Evidence(block, int(i) - 1, int(i) + 1, 1.0))
+        decoded = flat.tokenizer.decode(tokens[i - 1 : i + 2].tolist())
+        assert "-" in text and " ".join(text.lower().replace("-", " - ").split()) == decoded, (text, decoded)
+        assert text in flat.passage(block).text
 
 
 def test_merged_ivf_index_equals_a_single_shot_build(datastore, tmp_path):

@@ -1,8 +1,10 @@
-"""Span and token masking on real news batches and random batches, against a brute-force reference.
+"""Span and token masking on real news and Wikipedia batches and random batches, against a brute-force reference.
 
-The reference enumerates every whole-word n-gram of a batch in pure Python (tuples in a
-dict); the word-boundary tables it uses are pinned by hand-picked examples for both a
-WordPiece (BERT) and a byte-level BPE (RoBERTa) tokenizer.
+The reference enumerates every n-gram of a batch in pure Python (tuples in a dict): the
+whole-word ones are the maskable spans, every occurrence in another sequence is a
+positive, and the "{title}. " prefix of a block is neither. The word-boundary tables it
+uses are pinned by hand-picked examples for both a WordPiece (BERT) and a byte-level BPE
+(RoBERTa) tokenizer.
 """
 
 from npmcore.runtime import configure_environment
@@ -18,12 +20,12 @@ from fractions import Fraction
 from types import SimpleNamespace
 
 import pytest
-from gensim.parsing.preprocessing import STOPWORDS
 import torch
 
 from npmcore.blocks import split_document
-from npmcore.corpus import Document, read_lines
-from npmcore.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens, vocab_tables
+from npmcore.corpus import Document, iter_wiki_pages, read_lines, wiki_documents
+from npmcore.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens
+from npmcore.vocab import FUNCTION_WORDS, vocab_tables
 
 MAX_TOKENS = 256
 BATCH = 16
@@ -53,19 +55,41 @@ def _word_starts(seq: list[int], tables) -> list[bool]:
 
 
 def _is_stopword(tokenizer, word: list[int]) -> bool:
-    """A word (its token ids) is one token spelling an English stopword or punctuation (read from its decoded text)."""
+    """A word (its token ids) is one token spelling a function word or punctuation (read from its decoded text)."""
     text = tokenizer.decode(word).strip().lower()
-    return len(word) == 1 and (text in STOPWORDS or not any(c.isalnum() for c in text))
+    return len(word) == 1 and (text in FUNCTION_WORDS or not any(c.isalnum() for c in text))
+
+
+def _content(seq: list[int], tables, title: int) -> list[bool]:
+    """Non-special tokens after the first ``title`` of them (the "{title}. " prefix)."""
+    flags, seen = [], 0
+    for x in seq:
+        seen += not tables.special[x]
+        flags.append(not tables.special[x] and seen > title)
+    return flags
+
+
+def _every_ngram(batch: list[list[int]], tables, max_span: int, titles: list[int]) -> dict[tuple[int, ...], list[tuple[int, int]]]:
+    """Every n-gram of content tokens, inside words or not -> its (sequence, start) occurrences."""
+    occ = defaultdict(list)
+    for b, seq in enumerate(batch):
+        content = _content(seq, tables, titles[b])
+        for s in range(len(seq)):
+            for e in range(s, min(s + max_span, len(seq))):
+                if not content[e]:
+                    break
+                occ[tuple(seq[s : e + 1])].append((b, s))
+    return occ
 
 
 def _whole_word_ngrams(
-    batch: list[list[int]], tables, max_span: int, stopword=None
+    batch: list[list[int]], tables, max_span: int, titles: list[int], stopword=None
 ) -> dict[tuple[int, ...], list[tuple[int, int]]]:
     """Every whole-word n-gram of the batch -> its (sequence, start) occurrences; with ``stopword``
     (a predicate on a word's token ids) only those whose first and last words are not stopwords."""
     occ = defaultdict(list)
     for b, seq in enumerate(batch):
-        content = [not tables.special[x] for x in seq]
+        content = _content(seq, tables, titles[b])
         starts = _word_starts(seq, tables)
         ends = [e + 1 == len(seq) or starts[e + 1] or not content[e + 1] for e in range(len(seq))]
         for s in range(len(seq)):
@@ -82,8 +106,8 @@ def _whole_word_ngrams(
     return occ
 
 
-def _need(ratio: float, seq: list[int], tables) -> int:
-    return math.ceil(Fraction(str(ratio)) * sum(not tables.special[x] for x in seq))
+def _need(ratio: float, seq: list[int], tables, title: int = 0) -> int:
+    return math.ceil(Fraction(str(ratio)) * sum(_content(seq, tables, title)))
 
 
 def _spans(mb: MaskedBatch) -> list[tuple[int, int, int]]:
@@ -122,11 +146,13 @@ def _check_layout(mb: MaskedBatch, batch: list[list[int]], tokenizer, n_masks: i
     assert W == max(max(len(s) for s in batch), int(mb.masked_attention_mask.sum(1).max()))
 
 
-def check_spans(mb: MaskedBatch, batch: list[list[int]], tokenizer, config: MaskingConfig) -> None:
+def check_spans(mb: MaskedBatch, batch: list[list[int]], tokenizer, config: MaskingConfig, titles: list[int] | None = None) -> None:
     """Every promise of mask_spans, against the brute-force reference."""
     tables = vocab_tables(tokenizer)
+    titles = titles or [0] * len(batch)
     stopword = (lambda word: _is_stopword(tokenizer, word)) if config.content_words else None
-    occ = _whole_word_ngrams(batch, tables, config.max_span, stopword)
+    occ = _whole_word_ngrams(batch, tables, config.max_span, titles, stopword)
+    every = _every_ngram(batch, tables, config.max_span, titles)
     _check_layout(mb, batch, tokenizer, 2)
     spans, positives = _spans(mb), _positives(mb)
     times = Counter(tuple(batch[b][s : s + n]) for b, s, n in spans)
@@ -135,7 +161,7 @@ def check_spans(mb: MaskedBatch, batch: list[list[int]], tokenizer, config: Mask
     for i, (b, s, n) in enumerate(spans):
         gram = tuple(batch[b][s : s + n])
         assert 1 <= n <= config.max_span and (b, s) in occ[gram], (b, s, n)  # whole words, no special token
-        expected = {(j, t, t + n - 1) for j, t in occ[gram] if j != b}
+        expected = {(j, t, t + n - 1) for j, t in every[gram] if j != b}
         assert expected and positives[i] == expected  # exact and complete
         by_seq[b].append((s, n))
     assert set(positives) == set(range(len(spans)))
@@ -143,36 +169,38 @@ def check_spans(mb: MaskedBatch, batch: list[list[int]], tokenizer, config: Mask
         mine = by_seq[b]
         assert len(mine) <= config.max_spans_per_seq
         assert all(s2 >= s1 + n1 + 1 for (s1, n1), (s2, _) in itertools.pairwise(mine)), "spans overlap or touch"
-        masked, need = sum(n for _, n in mine), _need(config.ratio, seq, tables)
+        masked, need = sum(n for _, n in mine), _need(config.ratio, seq, tables, titles[b])
         if mine:
             assert masked - max(n for _, n in mine) < need, "budget exceeded by more than the last span"
         if masked < need and len(mine) < config.max_spans_per_seq:  # stopped early: nothing usable left
             blocked = {t for s, n in mine for t in range(s - 1, s + n + 1)}
             for gram, where in occ.items():
                 usable = (config.p < 1 or len(gram) == 1) and times[gram] <= config.max_ngram_masks
-                if usable and any(j != b for j, _ in where):
+                if usable and any(j != b for j, _ in every[gram]):
                     for j, s in where:
                         assert j != b or blocked & set(range(s, s + len(gram))), (b, s, gram)
 
 
-def check_tokens(mb: MaskedBatch, batch: list[list[int]], tokenizer, ratio: float) -> None:
+def check_tokens(mb: MaskedBatch, batch: list[list[int]], tokenizer, ratio: float, titles: list[int] | None = None) -> None:
     """Every promise of mask_tokens, against the brute-force reference."""
     tables = vocab_tables(tokenizer)
+    titles = titles or [0] * len(batch)
     _check_layout(mb, batch, tokenizer, 1)
     assert mb.span_len.tolist() == [1] * len(mb.span_len)
     assert torch.equal(mb.span_query, mb.span_start) and torch.equal(mb.pos_start, mb.pos_end)
     where = defaultdict(list)
     for b, seq in enumerate(batch):
-        for t, x in enumerate(seq):
-            if not tables.special[x]:
+        for t, (x, content) in enumerate(zip(seq, _content(seq, tables, titles[b]), strict=True)):
+            if content:
                 where[x].append((b, t))
     positives = _positives(mb)
     for i, (b, s, _) in enumerate(_spans(mb)):
         expected = {(j, t, t) for j, t in where[batch[b][s]] if j != b}
         assert expected and positives[i] == expected
     for b, seq in enumerate(batch):
-        candidates = sum(any(j != b for j, _ in where[x]) for x in seq if not tables.special[x])
-        assert int((mb.span_seq == b).sum()) == min(_need(ratio, seq, tables), candidates)
+        content = _content(seq, tables, titles[b])
+        candidates = sum(any(j != b for j, _ in where[x]) for x, c in zip(seq, content, strict=True) if c)
+        assert int((mb.span_seq == b).sum()) == min(_need(ratio, seq, tables, titles[b]), candidates)
 
 
 # --- word boundaries ----------------------------------------------------------------------
@@ -231,9 +259,44 @@ def test_content_word_spans_match_the_reference(news_batches, tokenizer, roberta
         mb = mask_spans(batch, tokenizer, config, torch.Generator().manual_seed(i))
         check_spans(mb, batch, tokenizer, config)
         words = [tokenizer.decode(batch[b][s : s + n]).split() for b, s, n in _spans(mb)]
-        assert words and not any(w[0] in STOPWORDS or w[-1] in STOPWORDS for w in words)
+        assert words and not any(w[0] in FUNCTION_WORDS or w[-1] in FUNCTION_WORDS for w in words)
     for i, batch in enumerate(_batches(news_docs[:30], roberta_tokenizer, 2)):
         check_spans(mask_spans(batch, roberta_tokenizer, config, torch.Generator().manual_seed(i)), batch, roberta_tokenizer, config)
+
+
+@pytest.fixture(scope="module")
+def wiki_batches(dump_path, tokenizer) -> list[tuple[list[list[int]], list[int]]]:
+    """(token ids, title_tokens) of batches of Wikipedia blocks, a document's blocks together:
+    every sequence of a batch starts with the same "{title}. " prefix."""
+    pages, prefixes = [], None
+    for page, prefixes in itertools.islice(iter_wiki_pages(dump_path), 12):
+        pages.append(page)
+    blocks = [b for doc in wiki_documents(pages, prefixes, "dump") for b in split_document(doc, tokenizer, MAX_TOKENS)]
+    return [([b.token_ids for b in blocks[i : i + BATCH]], [b.title_tokens for b in blocks[i : i + BATCH]]) for i in range(0, 4 * BATCH, BATCH)]
+
+
+def test_titles_are_never_masked_nor_positives(wiki_batches, tokenizer):
+    for i, (batch, titles) in enumerate(wiki_batches):
+        assert min(titles) > 0
+        for config in (MaskingConfig(), MaskingConfig(content_words=True)):
+            mb = mask_spans(batch, tokenizer, config, torch.Generator().manual_seed(i), titles)
+            check_spans(mb, batch, tokenizer, config, titles)
+            first_text = torch.tensor([1 + t for t in titles])  # [CLS] then the prefix
+            assert (mb.span_start >= first_text[mb.span_seq]).all() and (mb.pos_start >= first_text[mb.pos_seq]).all()
+            untitled = mask_spans(batch, tokenizer, config, torch.Generator().manual_seed(i))
+            assert (untitled.span_start < first_text[untitled.span_seq]).any()  # without titles, titles are masked
+        mb = mask_tokens(batch, tokenizer, 0.15, torch.Generator().manual_seed(i), titles)
+        check_tokens(mb, batch, tokenizer, 0.15, titles)
+
+
+def test_positives_include_occurrences_inside_words(tokenizer):
+    """ "cat" masked as a whole word has its positive inside "cat ##s" of another sequence (the paper
+    counts any occurrence); "cat" inside "cats" is not a whole word, so it is never masked itself."""
+    cat, s = tokenizer.convert_tokens_to_ids(["cat", "##s"])
+    batch = [[101, cat, 102], [101, cat, s, 102]]
+    mb = mask_spans(batch, tokenizer, MaskingConfig(), torch.Generator().manual_seed(0))
+    check_spans(mb, batch, tokenizer, MaskingConfig())
+    assert _spans(mb) == [(0, 1, 1)] and _positives(mb) == {0: {(1, 1, 1)}}
 
 
 def test_spans_with_binding_caps(news_batches, tokenizer):

@@ -1,4 +1,5 @@
-"""Training: DDP equals one process on the same global batch; exact resume; bad input."""
+"""Training: DDP equals one process on the same global batch (every objective); exact resume;
+presets and overrides; bad input."""
 
 import socket
 import subprocess
@@ -14,11 +15,13 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from npmcore.batching import iter_batches
-from npmcore.encoder import load_encoder, load_tokenizer
+from npmcore.encoder import load_encoder, load_masked_lm, load_tokenizer
 from npmcore.ingest import IngestConfig, ingest
 from npmcore.masking import MaskingConfig
 from npmcore.storage import SnapshotError, list_snapshots
-from npmcore.train import CHECKPOINTS, TrainConfig, average_gradients, batch_loss, mask_batch, train
+from npmcore.train import CHECKPOINTS, PRESETS, TrainConfig, average_gradients, batch_loss, configure, main, mask_batch, train
+
+OBJECTIVES = {"npm": {}, "npm-single": {"objective": "npm-single"}, "mlm": {"objective": "mlm"}, "npm+mlm": {"mlm_weight": 0.5}}
 
 
 @pytest.fixture(scope="module")
@@ -32,13 +35,18 @@ def config(corpus) -> TrainConfig:
 
 
 def global_batch(config: TrainConfig):
-    sequences = next(iter_batches(config.corpus, config.batch_size, config.seed)).token_ids
-    return mask_batch(sequences, load_tokenizer(config.encoder), config, step=0, micro=0)
+    batch = next(iter_batches(config.corpus, config.batch_size, config.seed))
+    return mask_batch(batch, load_tokenizer(config.encoder), config, step=0, micro=0)
 
 
-def loss_and_grads(model, batch, objective):
+def masked_lm(config: TrainConfig):
+    torch.manual_seed(0)  # the same fresh MLM head in every process
+    return load_masked_lm(config.encoder)[1].eval()  # eval mode: no dropout, so ranks and the reference agree
+
+
+def loss_and_grads(model, batch, config):
     model.zero_grad()
-    loss, _ = batch_loss(model, batch, objective)
+    loss, _ = batch_loss(model, batch, config)
     loss.backward()
     return loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
 
@@ -46,8 +54,8 @@ def loss_and_grads(model, batch, objective):
 def _ddp_worker(rank: int, world: int, port: int, config: TrainConfig, out: str) -> None:
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        _, model = load_encoder(config.encoder)  # eval mode: no dropout, so ranks and the reference agree
-        loss, _ = loss_and_grads(model, global_batch(config), config.objective)
+        model = masked_lm(config)
+        loss, _ = loss_and_grads(model, global_batch(config), config)
         average_gradients(model, world)
         total = loss.clone()
         dist.all_reduce(total)
@@ -64,13 +72,17 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.mark.parametrize("objective", ["npm", "npm-single"])
+@pytest.mark.parametrize("objective", OBJECTIVES)
 def test_two_process_ddp_equals_one_process(tmp_path, config, objective):
-    config = replace(config, objective=objective)
-    _, model = load_encoder(config.encoder)
+    config = replace(config, **OBJECTIVES[objective])
+    model = masked_lm(config)
     batch = global_batch(config)
-    assert batch.span_seq.numel() > 0 and set(batch.span_seq.tolist()) >= {0, 3}  # both ranks have spans
-    loss, grads = loss_and_grads(model, batch, objective)
+    if batch.npm is not None:  # both ranks have spans
+        assert set(batch.npm.span_seq.tolist()) >= {0, 3}
+    if batch.mlm is not None:  # and MLM targets
+        assert set((batch.mlm.positions // batch.mlm.input_ids.shape[1]).tolist()) >= {0, 3}
+    loss, grads = loss_and_grads(model, batch, config)
+    assert ("cls.predictions.transform.dense.weight" in grads) == (batch.mlm is not None)  # the head learns with MLM only
     out = tmp_path / "ddp.pt"
     mp.start_processes(_ddp_worker, args=(2, free_port(), config, str(out)), nprocs=2, start_method="spawn")
     ddp = torch.load(out)
@@ -80,9 +92,9 @@ def test_two_process_ddp_equals_one_process(tmp_path, config, objective):
         torch.testing.assert_close(ddp["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)
 
 
-@pytest.mark.parametrize("objective", ["npm", "npm-single"])
+@pytest.mark.parametrize("objective", ["npm", "npm-single", "mlm"])
 def test_interrupted_and_resumed_training_equals_uninterrupted(tmp_path, config, objective):
-    config = replace(config, objective=objective)
+    config = replace(config, **OBJECTIVES[objective])
     _, straight = train(config, str(tmp_path / "a"))
     train(config, str(tmp_path / "b"), stop_after=2)
     assert [m.counts["step"] for _, m in list_snapshots(str(tmp_path / "b"), CHECKPOINTS)] == [2]
@@ -90,7 +102,8 @@ def test_interrupted_and_resumed_training_equals_uninterrupted(tmp_path, config,
     for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
     _, untouched = load_encoder(config.encoder)
-    assert not torch.equal(straight.state_dict()["embeddings.word_embeddings.weight"], untouched.state_dict()["embeddings.word_embeddings.weight"])
+    trained = straight.base_model.state_dict()["embeddings.word_embeddings.weight"]
+    assert not torch.equal(trained, untouched.state_dict()["embeddings.word_embeddings.weight"])
 
 
 def test_corrupted_checkpoint_and_changed_config_are_refused(tmp_path, config):
@@ -117,17 +130,52 @@ def test_bad_input(tmp_path, config, news_path):
         train(replace(config, corpus=long_blocks), str(tmp_path / "run"))
 
 
+def checkpoint_config(run) -> dict:
+    (_, manifest), = list_snapshots(str(run), CHECKPOINTS)
+    return manifest.config
+
+
 def test_torchrun_trains_on_two_processes_and_the_run_can_be_registered(tmp_path, config):
+    """A preset with overrides: the overrides win, the preset fills the rest, warm-up keeps its share."""
     run = tmp_path / "run"
     command = [
         sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "npmcore.train",
-        "--corpus", config.corpus, "--run-dir", str(run), "--steps", "2", "--batch-size", "4", "--warmup-steps", "1",
+        "--corpus", config.corpus, "--run-dir", str(run), "--preset", "cpu-quality", "--steps", "2", "--batch-size", "4",
     ]
     subprocess.run(command, check=True, timeout=300)
-    assert [m.counts["step"] for _, m in list_snapshots(str(run), CHECKPOINTS)] == [2]
+    saved = checkpoint_config(run)
+    assert (saved["steps"], saved["batch_size"], saved["warmup_steps"]) == (2, 4, 0)
+    assert saved["lr"] == PRESETS["cpu-quality"]["lr"] and saved["masking"]["content_words"]
     result = CliRunner().invoke(app, ["register", str(run), "--store", str(tmp_path), "--alias", "candidate"])
     assert result.exit_code == 0, result.output
     assert result.stdout.strip().splitlines()[-1] == "models:/npm-encoder/1"
+
+
+def test_main_applies_the_preset_then_the_overrides(tmp_path, config, monkeypatch):
+    for name, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(name, value)
+    run = tmp_path / "run"
+    main(["--corpus", config.corpus, "--run-dir", str(run), "--preset", "cpu-mlm", "--steps", "2", "--batch-size", "4", "--lr", "1e-4"])
+    saved = checkpoint_config(run)
+    assert (saved["objective"], saved["steps"], saved["batch_size"], saved["lr"]) == ("mlm", 2, 4, 1e-4)
+    assert saved["warmup_steps"] == round(PRESETS["cpu-mlm"]["warmup_steps"] * 2 / PRESETS["cpu-mlm"]["steps"])
+
+
+def test_configure_composes_presets_and_overrides(config):
+    quality = configure(config.corpus, "cpu-quality")
+    assert (quality.steps, quality.warmup_steps, quality.lr) == (800, 100, 1.5e-4) and quality.masking.content_words
+    short = configure(config.corpus, "cpu-quality", steps=80, mask_ratio=0.2, objective=None)
+    assert (short.steps, short.warmup_steps, short.masking.ratio, short.objective) == (80, 10, 0.2, "npm")
+    assert short.masking.content_words  # the preset's masking, with the ratio overridden
+    assert configure(config.corpus, "cpu-quality", steps=80, warmup_steps=3).warmup_steps == 3
+    with pytest.raises(ValueError, match="warmup_steps=100 with steps=100: the learning rate would never reach its peak"):
+        configure(config.corpus, "cpu-quality", steps=100, warmup_steps=100)
+    with pytest.raises(ValueError, match="unknown preset 'gpu'"):
+        configure(config.corpus, "gpu")
+    with pytest.raises(ValueError, match="unknown training settings"):
+        configure(config.corpus, "cpu-small", stepz=3)
+    with pytest.raises(ValueError, match="mlm_weight"):
+        configure(config.corpus, "cpu-mlm", mlm_weight=0.5)
 
 
 @pytest.mark.parametrize("amp", ["bf16", "fp16"])
@@ -155,9 +203,11 @@ def test_export_writes_fp16_weights_with_the_tokenizer_unchanged(tmp_path, confi
     assert {t.dtype for t in saved.values()} == {torch.float16}
     tokenizer, exported = load_encoder(str(tmp_path / "enc"))
     assert tokenizer_fingerprint(tokenizer) == tokenizer_fingerprint(load_tokenizer(base_encoder_path()))
+    _, with_head = load_masked_lm(str(tmp_path / "enc"))
     for name, tensor in trained.state_dict().items():  # the exported weights are the trained ones, rounded to fp16
-        assert torch.equal(exported.state_dict()[name], tensor.half().float()), name
+        assert torch.equal(with_head.state_dict()[name], tensor.half().float()), name
+    assert exported.state_dict().keys() == trained.base_model.state_dict().keys()  # the encoder alone, no head, no pooler
     _, initial, _ = load_trained(run, 0)  # step 0: the encoder the run started from
-    assert encoder_fingerprint(initial) == encoder_fingerprint(load_encoder(base_encoder_path())[1])
+    assert encoder_fingerprint(initial.base_model) == encoder_fingerprint(load_encoder(base_encoder_path())[1])
     missing = runner.invoke(app, ["export", run, "--out", str(tmp_path / "other"), "--step", "3"])
     assert missing.exit_code == 2 and "no checkpoint of step 3" in missing.output and not (tmp_path / "other").exists()

@@ -7,11 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
-_PUNCTUATION = str.maketrans("", "", string.punctuation)
+_PUNCTUATION = str.maketrans(string.punctuation, " " * len(string.punctuation))
 
 
 def normalize_answer(s: str) -> str:
-    """SQuAD normalisation: lower case, drop punctuation, drop articles a/an/the, collapse whitespace."""
+    """SQuAD-style normalisation, applied to predictions and gold alike: lower case, punctuation
+    to spaces (so "left-wing" and "left wing" agree), articles a/an/the dropped, whitespace collapsed."""
     return " ".join(_ARTICLES.sub(" ", s.lower().translate(_PUNCTUATION)).split())
 
 

@@ -7,6 +7,8 @@ Templates and label words are in :mod:`npmcore.evaluation.templates`.
 """
 
 import ast
+import dataclasses
+import hashlib
 import logging
 from collections import Counter
 from collections.abc import Iterator
@@ -30,6 +32,17 @@ CLOSED_TASKS = (*SENTIMENT_TASKS, "subj", "agn", "rte")
 LAMA_TASKS = ("trex", "google_re")
 QUESTION_TASKS = ("nq", "triviaqa")
 TASKS = (*CLOSED_TASKS, *LAMA_TASKS, *QUESTION_TASKS, "cloze")
+Split = Literal["test", "dev"]
+# Tuning data never evaluated as test: SST-2's own dev file, and for LAMA the facts whose uuid
+# hashes into one fifth of the space (a fixed split, the same for every seed and limit).
+# The cloze task's split is its file (bench/data/cloze-dev.jsonl, cloze-test.jsonl).
+DEV_FILES = {"sst2": "sst2/dev.tsv"}
+DEV_SPLITS = (*DEV_FILES, *LAMA_TASKS, "cloze")
+
+
+def lama_split(uuid: str) -> Split:
+    """The split of a LAMA fact: dev for one fifth of the uuids (by sha256), test for the rest."""
+    return "dev" if int(hashlib.sha256(uuid.encode()).hexdigest()[:8], 16) % 5 == 0 else "test"
 
 
 @dataclass(frozen=True)
@@ -60,6 +73,7 @@ class Task:
     # Closed-set: the template without its input ("It was [MASK]."), whose label scores calibrate
     # the examples' (domain-conditional PMI); None for open-set tasks.
     domain: str | None = None
+    split: Split = "test"  # the examples' split: "dev" data tunes, "test" data reports
 
 
 def _example(query: str, answers: tuple[str, ...], label: int | None, id: str, text: str) -> Example | str:
@@ -81,6 +95,7 @@ def _closed_rows(spec: ClosedSpec, path: Path) -> Iterator[tuple[int, dict]]:
 
 
 def _closed_examples(name: str, spec: ClosedSpec, data_dir: Path) -> Iterator[Example | str]:
+    """The examples of ``spec.file``."""
     path = data_dir / spec.file
     for line, row in _closed_rows(spec, path):
         raw = str(row[spec.label_field]).strip()
@@ -99,9 +114,11 @@ def _closed_examples(name: str, spec: ClosedSpec, data_dir: Path) -> Iterator[Ex
         yield _example(spec.template.format(**fields), (), label, f"{name}-{line}", text)
 
 
-def _lama_examples(name: str, data_dir: Path) -> Iterator[Example | str]:
+def _lama_examples(name: str, data_dir: Path, split: Split) -> Iterator[Example | str]:
     templates = {**GOOGLE_RE_TEMPLATES, **lama_templates(data_dir)}  # relations.jsonl wins
     for relation, path, line, fact in lama_facts(data_dir, name):
+        if lama_split(string_field(path, line, fact, "uuid")) != split:
+            continue
         if relation not in templates:
             raise schema_error(path, line, f"relation {relation!r} has no template in lama/relations.jsonl")
         subject = " ".join(string_field(path, line, fact, "sub_label").split())
@@ -163,6 +180,7 @@ def load_task(
     limit: int | None = 3000,
     seed: int = 0,
     path: str | Path | None = None,
+    split: Split = "test",
 ) -> Task:
     """Load an evaluation task.
 
@@ -172,6 +190,8 @@ def load_task(
         limit: keep a seeded sample of this many examples; None keeps all.
         seed: seed of ``numpy.random.default_rng`` for the sample.
         path: the jsonl file of the ``cloze`` task (only for it).
+        split: "test", or "dev" (tuning data) for the tasks of ``DEV_SPLITS``; the cloze
+            task's split is its file.
 
     Returns:
         The task; examples that cannot be evaluated are counted in ``Task.skipped``.
@@ -187,15 +207,21 @@ def load_task(
         raise ValueError(f"limit must be a positive number of examples or None, got {limit}")
     if (path is None) == (name == "cloze"):
         raise ValueError(f"path is required for the cloze task and only for it (task {name!r}, path {path!r})")
+    if split not in ("test", "dev"):
+        raise ValueError(f"unknown split {split!r}; splits: test, dev")
+    if split == "dev" and name not in DEV_SPLITS:
+        raise ValueError(f"task {name!r} has no dev split; tasks with one: {', '.join(DEV_SPLITS)}")
     labels: tuple[str, ...] = ()
     words: tuple[tuple[str, ...], ...] = ()
     domain = None
     if name in CLOSED_SPECS:
         spec = CLOSED_SPECS[name]
+        if split == "dev":
+            spec = dataclasses.replace(spec, file=DEV_FILES[name])
         items = _closed_examples(name, spec, data_dir)
         labels, words, domain = spec.labels, label_words(spec, data_dir), spec.domain
     elif name in LAMA_TASKS:
-        items = _lama_examples(name, data_dir)
+        items = _lama_examples(name, data_dir, split)
     elif name == "nq":
         items = _nq_examples(data_dir)
     elif name == "triviaqa":
@@ -216,5 +242,5 @@ def load_task(
     return Task(
         name=name, kind="closed" if name in CLOSED_TASKS else "open", examples=subsample(examples, limit, seed),
         labels=labels, label_words=words, skipped=dict(skipped),
-        macro_key="answer_length" if name in LAMA_TASKS else None, domain=domain,
+        macro_key="answer_length" if name in LAMA_TASKS else None, domain=domain, split=split,
     )
