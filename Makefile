@@ -19,6 +19,8 @@ demo: $(BIN)/.installed
 	$(BIN)/npmcore demo
 
 test: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/pytest
 
 test-all: $(BIN)/.installed

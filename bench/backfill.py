@@ -25,13 +25,11 @@ from npmcore.runtime import configure_environment
 
 configure_environment()
 
-from flows.backfill import BackfillParams, backfill_dump  # noqa: E402
+from flows.backfill import BackfillParams, BackfillResult, backfill_dump  # noqa: E402
 from flows.params import ClusterParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
-from npmcore.cluster import dask_client  # noqa: E402
+from npmcore.cluster import dask_cluster  # noqa: E402
 from npmcore.corpus import default_corpus  # noqa: E402
-from npmcore.storage import open_snapshot  # noqa: E402
-
 
 PAGES_PER_PARTITION = 25  # the sample's 106 articles in 5 partitions: both workers parse and embed, as with a real dump
 
@@ -55,12 +53,14 @@ def dump_versions(changed: float, folder: Path, seed: int = 0) -> tuple[Path, Pa
     return folder / "v1.xml", folder / "v2.xml"
 
 
-def backfill(dump: Path, day: str, store: str, cluster: ClusterParams) -> tuple[float, str]:
-    """Seconds of one backfill_dump flow run, and the new index."""
+def backfill(dump: Path, day: str, store: str, cluster: ClusterParams) -> tuple[float, BackfillResult]:
+    """Seconds of one backfill_dump flow run, and its result."""
     start = time.perf_counter()
-    params = BackfillParams(dump=str(dump), dump_date=day, store=store, cluster=cluster, pages_per_partition=PAGES_PER_PARTITION)
-    index = backfill_dump(params)["index"]
-    return time.perf_counter() - start, index
+    params = BackfillParams(
+        dump=str(dump), dump_date=day, store=store, cluster=cluster, pages_per_partition=PAGES_PER_PARTITION
+    )
+    result = backfill_dump(params)
+    return time.perf_counter() - start, result
 
 
 def main() -> None:
@@ -72,17 +72,22 @@ def main() -> None:
         root = Path(args.store or tmp)
         root.mkdir(parents=True, exist_ok=True)
         v1, v2 = dump_versions(args.changed, root)
-        with prefect_api(), dask_client(None, None) as client:
-            cluster = ClusterParams(dask_address=client.scheduler.address)
+        with prefect_api(), dask_cluster() as address:
+            cluster = ClusterParams(dask_address=address)
             backfill(v1, "2026-01-01", str(root / "incremental"), cluster)
             full_s, _ = backfill(v2, "2026-02-01", str(root / "full"), cluster)
-            incremental_s, index = backfill(v2, "2026-02-01", str(root / "incremental"), cluster)
-        datastore = open_snapshot(open_snapshot(index).inputs[0]["datastore"])
-        blocks, reused = datastore.counts["blocks"], datastore.counts["reused_blocks"]
-    print(json.dumps({
-        "full_s": round(full_s, 1), "incremental_s": round(incremental_s, 1), "ratio": round(incremental_s / full_s, 3),
-        "blocks_reembedded_fraction": round((blocks - reused) / blocks, 4),
-    }))
+            incremental_s, result = backfill(v2, "2026-02-01", str(root / "incremental"), cluster)
+        blocks, reused = result.blocks, result.reused_blocks
+    print(
+        json.dumps(
+            {
+                "full_s": round(full_s, 1),
+                "incremental_s": round(incremental_s, 1),
+                "ratio": round(incremental_s / full_s, 3),
+                "blocks_reembedded_fraction": round((blocks - reused) / blocks, 4),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -65,12 +65,13 @@ def main() -> None:
     import torch
 
     from npmcore.cluster import dask_client
-    from npmcore.datastore import build_datastore, iter_shards
+    from npmcore.datastore import build_datastore
     from npmcore.encoder import encode, load_encoder
+    from npmcore.faiss_index import search
     from npmcore.indexer import IndexConfig, build_index
     from npmcore.inference import NPM, InferenceConfig
-    from npmcore.ingest import ingest, read_blocks
-    from npmcore.index import search
+    from npmcore.ingest import ingest
+    from npmcore.snapshots import iter_shards, read_blocks
     from npmcore.storage import read_manifest
 
     files = [str(DATA / "enwiki_sample" / f"wiki_{i:02d}") for i in range(args.shards)]
@@ -107,7 +108,10 @@ def main() -> None:
         manifest = read_manifest(index_url)
         query_bytes = sum(e.bytes for p, e in manifest.files.items() if not p.startswith("bm25/"))
         bm25_bytes = sum(e.bytes for p, e in manifest.files.items() if p.startswith("bm25/"))
-        print(f"index {manifest.config['factory']} ({manifest.config['search_params']}) built in {index_s:.1f} s", file=sys.stderr)
+        print(
+            f"index {manifest.config['factory']} ({manifest.config['search_params']}) built in {index_s:.1f} s",
+            file=sys.stderr,
+        )
 
         npm = NPM(index_url)
         queries = masked_sentences(held_out, args.queries)
@@ -132,20 +136,24 @@ def main() -> None:
             npm.predict(batch, InferenceConfig(restrict=True))
         qps_open = len(queries) / (time.perf_counter() - start)
 
-    print(json.dumps({
-        "tokens": tokens,
-        "embed_tokens_per_s": round(block_tokens / embed_s, 1),
-        "encoder_fwd_tokens_per_s": round(fwd, 1),
-        "bytes_per_token": round(query_bytes / tokens, 2),
-        "bm25_bytes_per_token": round(bm25_bytes / tokens, 2),
-        "recall_at_k": round(recall, 4),
-        "k": args.k,
-        "factory": manifest.config["factory"],
-        "search_params": manifest.config["search_params"],
-        "qps_closed": round(qps_closed, 2),
-        "qps_open": round(qps_open, 2),
-        "build_s": round(embed_s + index_s, 1),
-    }))
+    print(
+        json.dumps(
+            {
+                "tokens": tokens,
+                "embed_tokens_per_s": round(block_tokens / embed_s, 1),
+                "encoder_fwd_tokens_per_s": round(fwd, 1),
+                "bytes_per_token": round(query_bytes / tokens, 2),
+                "bm25_bytes_per_token": round(bm25_bytes / tokens, 2),
+                "recall_at_k": round(recall, 4),
+                "k": args.k,
+                "factory": manifest.config["factory"],
+                "search_params": manifest.config["search_params"],
+                "qps_closed": round(qps_closed, 2),
+                "qps_open": round(qps_open, 2),
+                "build_s": round(embed_s + index_s, 1),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -51,8 +51,10 @@ def main() -> None:
         "docs_per_s_2w": round(counts["docs"] / s2, 1),
         "speedup": round(s1 / s2, 3),
     }
-    print(f"{len(files)} files, {counts['docs']:,} docs ({counts['empty_docs']:,} empty), {counts['blocks']:,} blocks, "
-          f"{counts['tokens']:,} tokens: 1 worker {s1:.1f} s, 2 workers {s2:.1f} s")
+    print(
+        f"{len(files)} files, {counts['docs']:,} docs ({counts['empty_docs']:,} empty), {counts['blocks']:,} blocks, "
+        f"{counts['tokens']:,} tokens: 1 worker {s1:.1f} s, 2 workers {s2:.1f} s"
+    )
     print(json.dumps(result))
 
 

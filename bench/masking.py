@@ -64,9 +64,11 @@ def main() -> None:
         "spans_per_batch": round(spans / len(data), 1),
         "masked_fraction": round(masked / real, 4),
     }
-    print(f"{len(data)} batches of {BATCH} x <= {MAX_TOKENS} tokens: mean {result['ms_per_batch']} ms, "
-          f"median {1000 * statistics.median(seconds):.2f} ms, max {1000 * max(seconds):.2f} ms per batch; "
-          f"{result['spans_per_batch']} spans, {100 * result['masked_fraction']:.1f} % of real tokens masked")
+    print(
+        f"{len(data)} batches of {BATCH} x <= {MAX_TOKENS} tokens: mean {result['ms_per_batch']} ms, "
+        f"median {1000 * statistics.median(seconds):.2f} ms, max {1000 * max(seconds):.2f} ms per batch; "
+        f"{result['spans_per_batch']} spans, {100 * result['masked_fraction']:.1f} % of real tokens masked"
+    )
     print(json.dumps(result))
 
 

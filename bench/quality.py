@@ -34,8 +34,12 @@ TASKS = {"test": ["mr", "sst2", "cr", "trex", "google_re", "cloze"], "dev": ["ss
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--model", default=None, help="encoder (path, cached name or models:/…); default: the shipped one")
-    parser.add_argument("--store", default=None, help="store for corpora, indexes and MLflow runs (default: a temp dir)")
+    parser.add_argument(
+        "--model", default=None, help="encoder (path, cached name or models:/…); default: the shipped one"
+    )
+    parser.add_argument(
+        "--store", default=None, help="store for corpora, indexes and MLflow runs (default: a temp dir)"
+    )
     parser.add_argument("--limit", type=int, default=100)
     parser.add_argument("--split", choices=sorted(TASKS), default="test", help="test (report) or dev (tune)")
     args = parser.parse_args()
@@ -43,10 +47,16 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, prefect_api():
         store = args.store or tmp
         scores = {}
-        params = EvalParams(tasks=TASKS[args.split], store=store, model=args.model, data=str(cloze), limit=args.limit, split=args.split)
+        params = EvalParams(
+            tasks=TASKS[args.split], store=store, model=args.model, data=str(cloze), limit=args.limit, split=args.split
+        )
         for row in evaluate(params):
             scores[row.task] = round(row.score, 4)
-            print(f"{row.task}: {row.metric} {row.score:.4f} (n={row.n}, corpus {row.corpus_tokens:,} tokens, {row.notes})", flush=True)
+            print(
+                f"{row.task}: {row.metric} {row.score:.4f} "
+                f"(n={row.n}, corpus {row.corpus_tokens:,} tokens, {row.notes})",
+                flush=True,
+            )
     print(json.dumps(scores))
 
 

@@ -16,23 +16,26 @@ import mlflow
 from prefect import flow
 from pydantic import BaseModel, Field
 
-from flows.index import IndexParams, build_index, dask_runner, resolve_encoder
+from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, StoreURL, default_store
-from flows.train import tracking_uri
-from npmcore.cluster import dask_client
+from npmcore.cluster import dask_cluster
 from npmcore.encoder import cached_encoder, encoder_fingerprint
-from npmcore.indexer import KIND as INDEX
-from npmcore.storage import list_snapshots, read_manifest
-from npmcore.tracking import tracking
+from npmcore.snapshots import INDEX, IndexSnapshot, open_corpus, open_datastore, open_index
+from npmcore.storage import list_snapshots
+from npmcore.tracking import resolve_encoder, tracking, tracking_uri
 
 
 class BackfillParams(BaseModel):
     dump: str = Field(description="The new dump: a pages-articles XML(.bz2) path or URL (s3://…).")
     dump_date: date = Field(description="Date of the dump (YYYY-MM-DD), logged with the new snapshots.")
     store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
-    model: str | None = Field(None, description="Encoder (path, cached name or models:/npm-encoder@champion); empty = the default encoder.")
-    previous: str | None = Field(None, description="Index of the previous dump; empty = the newest index in the store made with this encoder.")
+    model: str | None = Field(
+        None, description="Encoder (path, cached name or models:/npm-encoder@champion); empty = the default encoder."
+    )
+    previous: str | None = Field(
+        None, description="Index of the previous dump; empty = the newest index in the store made with this encoder."
+    )
     pages_per_partition: int = Field(200, ge=1, description="Dump pages per Dask partition (and datastore shard).")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
     experiment: str = Field("npm-backfill", description="MLflow experiment.")
@@ -44,45 +47,70 @@ def check_dump(url: str) -> None:
         raise FileNotFoundError(f"dump {url} does not exist")
 
 
-def newest_index(store: str, fingerprint: str, excluding_corpus: str) -> str | None:
+class BackfillResult(BaseModel):
+    corpus: str  # the new dump's corpus snapshot
+    index: str  # and its index
+    previous: str | None  # the index whose vectors and trained FAISS index were reused; None: a full build
+    blocks: int
+    reused_blocks: int  # blocks whose vectors were copied, not embedded again
+
+
+def newest_index(store: str, fingerprint: str, excluding_corpus: str) -> IndexSnapshot | None:
     """The newest index of ``store`` made with encoder weights ``fingerprint`` over another corpus."""
-    found = [
-        url for url, m in list_snapshots(store, INDEX)
-        if m.config["encoder_fingerprint"] == fingerprint and m.inputs[0]["corpus_id"] != excluding_corpus
-    ]
+    found = [IndexSnapshot(url, m) for url, m in list_snapshots(store, INDEX)]
+    found = [i for i in found if i.encoder_fingerprint == fingerprint and i.corpus_id != excluding_corpus]
     return found[-1] if found else None
 
 
 @flow(name="backfill_dump")
-def backfill_dump(params: BackfillParams) -> dict[str, str | None]:
-    """Ingest a new dump and index it incrementally; returns the corpus, the new index and the previous one."""
+def backfill_dump(params: BackfillParams) -> BackfillResult:
+    """Ingest a new dump and index it incrementally."""
     check_dump(params.dump)
     uri = tracking_uri(params.store)  # an unreachable MLflow server fails now, not after the indexing
     start = time.perf_counter()
-    with dask_client(params.cluster.dask_address, params.cluster.n_workers) as client:
-        cluster = ClusterParams(dask_address=client.scheduler.address)  # both stages on one cluster: its workers stay warm
+    with dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address:
+        cluster = ClusterParams(dask_address=address)  # both stages on one cluster: its workers stay warm
         encoder = resolve_encoder(params.model, params.store)
         fingerprint = encoder_fingerprint(cached_encoder(encoder)[1])
-        earlier = params.previous or newest_index(params.store, fingerprint, excluding_corpus="")  # its corpus: pages not to parse again
+        # the corpus of the newest index: its unchanged pages are copied instead of parsed again
+        earlier = (
+            open_index(params.previous)
+            if params.previous
+            else newest_index(params.store, fingerprint, excluding_corpus="")
+        )
         ingest_params = IngestParams(
-            inputs=[params.dump], format="mediawiki", store=params.store, cluster=cluster, pages_per_partition=params.pages_per_partition,
-            previous=read_manifest(earlier).inputs[0]["corpus"] if earlier else None,
+            inputs=[params.dump],
+            format="mediawiki",
+            store=params.store,
+            cluster=cluster,
+            pages_per_partition=params.pages_per_partition,
+            previous=earlier.corpus if earlier else None,
         )
         corpus = ingest_corpus(ingest_params)
-        corpus_id = read_manifest(corpus).id
-        previous = params.previous or newest_index(params.store, fingerprint, corpus_id)
-        index_params = IndexParams(store=params.store, corpus=corpus, model=encoder, cluster=cluster)
-        index = build_index.with_options(task_runner=dask_runner(cluster))(index_params, previous)
-    datastore = read_manifest(read_manifest(index).inputs[0]["datastore"])
+        found = newest_index(params.store, fingerprint, open_corpus(corpus).manifest.id)
+        previous = params.previous or (found.url if found else None)
+        index = index_corpus(IndexParams(store=params.store, corpus=corpus, model=encoder, cluster=cluster), previous)
+    datastore = open_datastore(open_index(index).datastore).manifest
     with tracking(uri, params.experiment), mlflow.start_run(run_name=f"backfill {params.dump_date}"):
-        mlflow.log_params({
-            "dump": params.dump, "dump_date": params.dump_date.isoformat(), "corpus": corpus, "corpus_id": corpus_id,
-            "index": index, "previous_index": previous, "encoder": params.model or "default",
-            "encoder_fingerprint": datastore.config["encoder_fingerprint"],
-        })
+        mlflow.log_params(
+            {
+                "dump": params.dump,
+                "dump_date": params.dump_date.isoformat(),
+                "corpus": corpus,
+                "corpus_id": open_corpus(corpus).manifest.id,
+                "index": index,
+                "previous_index": previous,
+                "encoder": params.model or "default",
+                "encoder_fingerprint": datastore.config["encoder_fingerprint"],
+            }
+        )
         blocks, reused = datastore.counts["blocks"], datastore.counts["reused_blocks"]
-        mlflow.log_metrics({
-            "blocks": blocks, "reused_blocks": reused, "reembedded_fraction": (blocks - reused) / max(blocks, 1),
-            "seconds": time.perf_counter() - start,
-        })
-    return {"corpus": corpus, "index": index, "previous": previous}
+        mlflow.log_metrics(
+            {
+                "blocks": blocks,
+                "reused_blocks": reused,
+                "reembedded_fraction": (blocks - reused) / max(blocks, 1),
+                "seconds": time.perf_counter() - start,
+            }
+        )
+    return BackfillResult(corpus=corpus, index=index, previous=previous, blocks=blocks, reused_blocks=reused)

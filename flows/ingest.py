@@ -3,6 +3,7 @@
 from prefect import flow
 
 from flows.params import IngestParams
+from npmcore.cluster import dask_cluster
 from npmcore.corpus import default_corpus
 from npmcore.ingest import IngestConfig
 from tasks.ingest import ingest_corpus_task
@@ -19,5 +20,7 @@ def ingest_corpus(params: IngestParams | None = None, progress: bool = False) ->
         partition_bytes=int(params.partition_mb * (1 << 20)),
         pages_per_partition=params.pages_per_partition,
     )
-    inputs = params.inputs or default_corpus()
-    return ingest_corpus_task(inputs, params.store, config, params.cluster.dask_address, params.cluster.n_workers, progress, params.previous)
+    with dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address:
+        return ingest_corpus_task(
+            params.inputs or default_corpus(), params.store, config, address, progress, params.previous
+        )

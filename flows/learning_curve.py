@@ -2,87 +2,94 @@
 
 Every checkpoint (and the initial encoder, as step 0) is exported as an fp16 encoder
 folder, evaluated with the ``evaluate`` flow (its runs go to MLflow as usual), and each
-score is logged into the *training* run as ``eval.<task>`` at the checkpoint's step, with
+score is logged into the *training* run as ``eval.<task>`` at the checkpoint's step (with
+``held_out``, also the training objective's own metrics on a held-out corpus snapshot, as
+``heldout.<metric>``: the MLM stage's masked-token accuracy, NPM's in-batch top-1), with
 a plot of metric vs step as the run's ``learning_curve.png`` (every point logged so far, so
 step ranges evaluated by separate invocations add up): regressions are visible.
 """
 
-from pathlib import Path
-
-import matplotlib
 from mlflow import MlflowClient
-from prefect import flow, task
+from prefect import flow
 from pydantic import BaseModel, Field
 
 from flows.evaluate import EvalParams, evaluate
 from flows.params import ClusterParams, StoreURL, default_store
-from flows.train import tracking_uri
-from npmcore.encoder import base_encoder_path, local_model_dir, save_fp16
-from npmcore.train import checkpoint_steps, load_trained
+from npmcore.plots import line_plot
+from npmcore.storage import cache_dir
+from npmcore.tracking import logged_curve, tracking_uri
+from npmcore.train import checkpoint_steps
+from tasks.train import export_checkpoint_task, held_out_task
 
 
 class CurveParams(BaseModel):
     run_id: str = Field(description="MLflow run id of a training run (experiment npm-train).")
     store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
-    tasks: list[str] = Field(["mr", "cloze"], description="Tasks evaluated at every checkpoint.")
+    tasks: list[str] = Field(
+        ["mr", "cloze"], description="Tasks evaluated at every checkpoint (none: held-out metrics only)."
+    )
+    held_out: str | None = Field(
+        None,
+        description="Corpus snapshot never trained on: the objective's loss and accuracies on it at every checkpoint.",
+    )
+    held_out_batches: int = Field(
+        20, ge=1, description="Batches of the held-out corpus (seeded, the same at every step)."
+    )
     data: str | None = Field(None, description="The jsonl file of the cloze task (use a dev split).")
-    corpus: str | None = Field(None, description="Evaluate against this corpus snapshot instead of each task's reference corpus.")
+    split: str = Field("dev", description="dev (tuning data: sst2, trex, google_re and the cloze file given) or test.")
+    corpus: str | None = Field(
+        None, description="Evaluate against this corpus snapshot instead of each task's reference corpus."
+    )
     limit: int = Field(100, ge=1, description="Seeded sample of at most this many examples per task.")
-    steps: list[int] | None = Field(None, description="Checkpoint steps to evaluate; empty = all, plus 0 (the initial encoder).")
+    steps: list[int] | None = Field(
+        None, description="Checkpoint steps to evaluate; empty = all, plus 0 (the initial encoder)."
+    )
     cluster: ClusterParams = Field(default_factory=ClusterParams)
 
 
-@task(name="export-checkpoint")
-def export_checkpoint(run_dir: str, step: int, out: Path) -> str:
-    """The checkpoint of ``step`` (0: the initial encoder) as an fp16 encoder folder (made once)."""
-    if not (out / "config.json").exists():
-        _, model, config = load_trained(run_dir, step)
-        save_fp16(model, local_model_dir(str(config.encoder or base_encoder_path())), out)
-    return str(out)
+class CurvePoint(BaseModel):
+    step: int
+    scores: dict[str, float]  # eval.<task> -> score, heldout.<metric> -> value
 
 
 @flow(name="learning_curve")
-def learning_curve(params: CurveParams) -> dict[int, dict[str, float]]:
-    """Evaluate checkpoints of a training run; returns {step: {task: score}}."""
+def learning_curve(params: CurveParams) -> list[CurvePoint]:
+    """Evaluate checkpoints of a training run; returns one point per evaluated step."""
     uri = tracking_uri(params.store)
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
-    run = client.get_run(params.run_id)
-    run_dir = run.data.tags.get("run_dir")
+    run_dir = client.get_run(params.run_id).data.tags.get("run_dir")
     if run_dir is None:
         raise ValueError(f"MLflow run {params.run_id} is not a training run (no run_dir tag)")
     steps = params.steps if params.steps is not None else [0, *checkpoint_steps(run_dir)]
-    curve: dict[int, dict[str, float]] = {}
+    points = []
     for step in steps:
-        model = export_checkpoint(run_dir, step, Path.home() / ".cache" / "npmcore" / "curves" / params.run_id / f"step-{step:07d}")
-        rows = evaluate(EvalParams(
-            tasks=params.tasks, store=params.store, model=model, data=params.data, corpus=params.corpus, limit=params.limit, cluster=params.cluster
-        ))
-        curve[step] = {row.task: row.score for row in rows}
-        for name, score in curve[step].items():
-            client.log_metric(params.run_id, f"eval.{name}", score, step=step)
-    client.log_figure(params.run_id, _plot(logged_curve(client, params.run_id)), "learning_curve.png")
-    return curve
-
-
-def logged_curve(client: MlflowClient, run_id: str) -> dict[int, dict[str, float]]:
-    """Every ``eval.<task>`` point of a training run (the newest value per step): earlier invocations included."""
-    curve: dict[int, dict[str, float]] = {}
-    for key in client.get_run(run_id).data.metrics:
-        if key.startswith("eval."):
-            for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.timestamp):
-                curve.setdefault(m.step, {})[key.removeprefix("eval.")] = m.value
-    return curve
-
-
-def _plot(curve: dict[int, dict[str, float]]):
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(5, 3.5))
-    for name in sorted({t for scores in curve.values() for t in scores}):
-        points = sorted((step, scores[name]) for step, scores in curve.items() if name in scores)
-        axes.plot(*zip(*points, strict=True), marker="o", label=name)
-    axes.set(xlabel="training step", ylabel="score", ylim=(0, 1), title="evaluation during NPM training")
-    axes.legend()
-    figure.tight_layout()
-    return figure
+        scores = {}
+        if params.tasks:
+            model = export_checkpoint_task(run_dir, step, cache_dir() / "curves" / params.run_id / f"step-{step:07d}")
+            rows = evaluate(
+                EvalParams(
+                    tasks=params.tasks,
+                    store=params.store,
+                    model=model,
+                    data=params.data,
+                    corpus=params.corpus,
+                    limit=params.limit,
+                    split=params.split,
+                    cluster=params.cluster,
+                )
+            )
+            scores = {f"eval.{row.task}": row.score for row in rows}
+        if params.held_out:
+            held_out = held_out_task(run_dir, step, params.held_out, params.held_out_batches)
+            scores |= {f"heldout.{name}": value for name, value in held_out.items()}
+        points.append(CurvePoint(step=step, scores=scores))
+        for name, score in scores.items():
+            client.log_metric(params.run_id, name, score, step=step)
+    curve = logged_curve(client, params.run_id)
+    curves = {
+        name: [(s, scores[name]) for s, scores in curve.items() if name in scores]
+        for name in {t for v in curve.values() for t in v}
+    }
+    figure = line_plot(dict(sorted(curves.items())), "training step", "score", "evaluation during training")
+    client.log_figure(params.run_id, figure, "learning_curve.png")
+    return points

@@ -43,11 +43,19 @@ class IngestParams(BaseModel):
         "auto", description="Input format; auto detects it per input from the name and first bytes."
     )
     store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
-    encoder: str | None = Field(None, description="Tokenizer: a local model path or cached Hugging Face name; empty = default MiniLM-L6.")
-    max_tokens: int = Field(256, ge=32, le=4096, description="Maximum block length in encoder tokens, special tokens included.")
+    encoder: str | None = Field(
+        None, description="Tokenizer: a local model path or cached Hugging Face name; empty = default MiniLM-L6."
+    )
+    max_tokens: int = Field(
+        256, ge=32, le=4096, description="Maximum block length in encoder tokens, special tokens included."
+    )
     pages_per_partition: int = Field(200, ge=1, description="Dump pages per Dask partition.")
-    partition_mb: float = Field(8, ge=0.01, description="Byte range (MiB) per partition of uncompressed line-based files.")
+    partition_mb: float = Field(
+        8, ge=0.01, description="Byte range (MiB) per partition of uncompressed line-based files."
+    )
     previous: str | None = Field(
-        None, description="Corpus snapshot of an earlier dump: its unchanged pages are copied instead of parsed again (same result, faster).",
+        None,
+        description="Corpus snapshot of an earlier dump: its unchanged pages are copied instead of parsed again "
+        "(same result, faster).",
     )
     cluster: ClusterParams = Field(default_factory=ClusterParams)

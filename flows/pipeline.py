@@ -12,13 +12,16 @@ import mlflow
 from prefect import flow
 from pydantic import BaseModel, Field
 
-from flows.evaluate import EvalParams, Row, evaluate
-from flows.index import IndexParams, build_index, dask_runner
+from flows.evaluate import EvalParams, EvalRow, evaluate
+from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, StoreURL, default_store
-from flows.train import TrainParams, newest_corpus, tracking_uri, train
+from flows.train import TrainParams, train_encoder
+from npmcore.cluster import dask_cluster
+from npmcore.inference import NPM
+from npmcore.snapshots import newest_corpus
 from npmcore.storage import read_manifest
-from npmcore.tracking import tracking
+from npmcore.tracking import tracking, tracking_uri
 
 CLOZE_TEST = Path(__file__).resolve().parents[1] / "bench" / "data" / "cloze-test.jsonl"  # facts of the default corpus
 
@@ -26,22 +29,45 @@ CLOZE_TEST = Path(__file__).resolve().parents[1] / "bench" / "data" / "cloze-tes
 class PipelineParams(BaseModel):
     ingest: IngestParams = Field(default_factory=IngestParams)
     train: TrainParams | None = Field(
-        None, description="Train an encoder on the new corpus snapshot (its store and corpus come from the ingest stage); "
+        None,
+        description="Train an encoder on the new corpus snapshot (its store and corpus come from the ingest stage); "
         "empty = index with the shipped NPM-trained default encoder.",
     )
-    index: IndexParams = Field(default_factory=IndexParams, description="Its store, corpus and encoder come from the earlier stages.")
+    index: IndexParams = Field(
+        default_factory=IndexParams, description="Its store, corpus and encoder come from the earlier stages."
+    )
     evaluate: EvalParams = Field(
         default_factory=lambda: EvalParams(tasks=["cloze"], data=str(CLOZE_TEST)),
         description="Tasks evaluated against the new index (default: the cloze facts of the embedded default corpus).",
     )
+    queries: list[str] = Field([], description="Queries with one [MASK] answered against the new index at the end.")
     experiment: str = Field("npm-pipeline", description="MLflow experiment of the parent run.")
+
+
+class ShownAnswer(BaseModel):
+    """An answer with its best evidence: ``passage[start:end]`` is the answer in block ``block_id``."""
+
+    answer: str
+    score: float
+    block_id: str
+    passage: str
+    start: int
+    end: int
+
+
+class Answered(BaseModel):
+    query: str
+    answers: list[ShownAnswer]  # best first
 
 
 class PipelineResult(BaseModel):
     corpus: str
     encoder: str | None  # registered model URI; None: the shipped default encoder
     index: str
-    rows: list[Row]
+    factory: str
+    tokens: int
+    rows: list[EvalRow]
+    answered: list[Answered]
     run_id: str  # the MLflow parent run
 
 
@@ -50,22 +76,35 @@ def pipeline(params: PipelineParams | None = None, progress: bool = False) -> Pi
     """Ingest, train on the new corpus snapshot (or take the shipped default encoder), index
     it with that encoder, evaluate against the index; every stage a nested MLflow run."""
     params = params or PipelineParams()
-    store, cluster = params.ingest.store, params.ingest.cluster
-    with tracking(tracking_uri(store), params.experiment), mlflow.start_run(run_name="pipeline") as parent:
+    store = params.ingest.store
+    with (
+        tracking(tracking_uri(store), params.experiment),
+        mlflow.start_run(run_name="pipeline") as parent,
+        dask_cluster(params.ingest.cluster.dask_address, params.ingest.cluster.n_workers) as address,
+    ):
+        cluster = ClusterParams(dask_address=address)  # one cluster for every stage: its workers stay warm
         with mlflow.start_run(run_name="ingest", nested=True, experiment_id=parent.info.experiment_id):
-            corpus = ingest_corpus(params.ingest, progress)
+            corpus = ingest_corpus(params.ingest.model_copy(update={"cluster": cluster}), progress)
             log_snapshot("corpus", corpus)
-        encoder = train(params.train.model_copy(update={"store": store, "corpus": corpus}), progress) if params.train else None
+        encoder = (
+            train_encoder(params.train.model_copy(update={"store": store, "corpus": corpus}), progress)
+            if params.train
+            else None
+        )
         index_params = params.index.model_copy(update={"store": store, "cluster": cluster})
         index, rows = index_and_evaluate(corpus, encoder, index_params, params.evaluate, parent.info.experiment_id)
-    return PipelineResult(corpus=corpus, encoder=encoder, index=index, rows=rows, run_id=parent.info.run_id)
+    return result(corpus, encoder, index, rows, answer(index, params.queries), parent.info.run_id)
 
 
 class RebuildParams(BaseModel):
     store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
-    model: str = Field("models:/npm-encoder@champion", description="Encoder: registry URI, local folder or cached name.")
+    model: str = Field(
+        "models:/npm-encoder@champion", description="Encoder: registry URI, local folder or cached name."
+    )
     corpus: str | None = Field(None, description="Corpus snapshot URL; empty = the newest in the store.")
-    index: IndexParams = Field(default_factory=IndexParams, description="Its store, corpus and encoder come from the fields above.")
+    index: IndexParams = Field(
+        default_factory=IndexParams, description="Its store, corpus and encoder come from the fields above."
+    )
     evaluate: EvalParams = Field(
         default_factory=lambda: EvalParams(tasks=["trex", "google_re"], limit=1000),
         description="Tasks evaluated against the rebuilt index.",
@@ -80,27 +119,71 @@ def index_rebuild(params: RebuildParams | None = None) -> PipelineResult:
     evaluate it, under one MLflow parent run."""
     params = params or RebuildParams()
     corpus = params.corpus or newest_corpus(params.store)
-    index_params = params.index.model_copy(update={"store": params.store, "cluster": params.cluster})
-    eval_params = params.evaluate.model_copy(update={"store": params.store, "cluster": params.cluster})
-    with tracking(tracking_uri(params.store), params.experiment), mlflow.start_run(run_name="index-rebuild") as parent:
+    with (
+        tracking(tracking_uri(params.store), params.experiment),
+        mlflow.start_run(run_name="index-rebuild") as parent,
+        dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address,
+    ):
+        cluster = ClusterParams(dask_address=address)
+        index_params = params.index.model_copy(update={"store": params.store, "cluster": cluster})
+        eval_params = params.evaluate.model_copy(update={"store": params.store, "cluster": cluster})
         index, rows = index_and_evaluate(corpus, params.model, index_params, eval_params, parent.info.experiment_id)
-    return PipelineResult(corpus=corpus, encoder=params.model, index=index, rows=rows, run_id=parent.info.run_id)
+    return result(corpus, params.model, index, rows, [], parent.info.run_id)
 
 
 def index_and_evaluate(
     corpus: str, encoder: str | None, index: IndexParams, evaluation: EvalParams, experiment: str
-) -> tuple[str, list[Row]]:
+) -> tuple[str, list[EvalRow]]:
     """The index and evaluate stages inside an active MLflow parent run (whose params and
     metrics they fill): a nested run for the index, nested evaluation runs per task."""
     store, cluster = index.store, index.cluster
     with mlflow.start_run(run_name="index", nested=True, experiment_id=experiment):
-        index_params = index.model_copy(update={"corpus": corpus, "model": encoder})
-        url = build_index.with_options(task_runner=dask_runner(cluster))(index_params)
+        url = index_corpus(index.model_copy(update={"corpus": corpus, "model": encoder}))
         log_snapshot("index", url)
     rows = evaluate(evaluation.model_copy(update={"store": store, "index": url, "model": encoder, "cluster": cluster}))
     mlflow.log_params({"corpus": corpus, "encoder": encoder or "default", "index": url})
     mlflow.log_metrics({f"{r.task}.{r.system}.{r.metric}": r.score for r in rows})
     return url, rows
+
+
+def answer(index: str, queries: list[str], shown: int = 3) -> list[Answered]:
+    """The best ``shown`` answers of each query against the index, with their best evidence."""
+    if not queries:
+        return []
+    npm = NPM(index)
+    answered = []
+    for query, found in zip(queries, npm.predict(queries), strict=True):
+        shown_answers = []
+        for a in found[:shown]:
+            span = npm.evidence.span(a.evidence[0])
+            shown_answers.append(
+                ShownAnswer(
+                    answer=a.text,
+                    score=a.score,
+                    block_id=span.block_id,
+                    passage=span.text,
+                    start=span.start,
+                    end=span.end,
+                )
+            )
+        answered.append(Answered(query=query, answers=shown_answers))
+    return answered
+
+
+def result(
+    corpus: str, encoder: str | None, index: str, rows: list[EvalRow], answered: list[Answered], run_id: str
+) -> PipelineResult:
+    manifest = read_manifest(index)
+    return PipelineResult(
+        corpus=corpus,
+        encoder=encoder,
+        index=index,
+        factory=manifest.config["factory"],
+        tokens=manifest.counts["tokens"],
+        rows=rows,
+        answered=answered,
+        run_id=run_id,
+    )
 
 
 def log_snapshot(kind: str, url: str) -> None:

@@ -27,8 +27,9 @@ read. Each shard's sha256 is checked against the manifest as it is read, so the 
 is read once per epoch, not twice.
 """
 
+import functools
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import TypeVar
@@ -36,15 +37,15 @@ from typing import TypeVar
 import numpy as np
 import pyarrow as pa
 
-from npmcore.ingest import KIND, read_shard
-from npmcore.storage import FileEntry, read_manifest
+from npmcore.bundle import bundle_info, is_bundle, read_bundle
+from npmcore.snapshots import open_corpus, read_shard
 
 log = logging.getLogger(__name__)
 
 POOL_BATCHES = 8  # pending pool size in batches; larger = fewer incomplete batches, more memory
 COLUMNS = ["block_id", "doc_id", "block_index", "token_ids", "title_tokens"]
 Item = TypeVar("Item")
-Row = tuple[str, str, list[int], int]  # (block_id, doc_id, token_ids, title_tokens) of one block
+BlockRow = tuple[str, str, list[int], int]  # (block_id, doc_id, token_ids, title_tokens) of one block
 
 
 @dataclass(frozen=True)
@@ -136,11 +137,14 @@ def _first_fit(sizes: list[int], target: int) -> list[int]:
     return picked
 
 
-def iter_batches(corpus_url: str, batch_size: int, seed: int, epoch: int = 0, drop_last: bool = True) -> Iterator[Batch]:
-    """One epoch of document-grouped batches of a corpus snapshot.
+def iter_batches(
+    corpus_url: str, batch_size: int, seed: int, epoch: int = 0, drop_last: bool = True
+) -> Iterator[Batch]:
+    """One epoch of document-grouped batches of a corpus snapshot or a training bundle.
 
     Args:
-        corpus_url: a corpus snapshot (from :func:`npmcore.ingest.ingest`).
+        corpus_url: a corpus snapshot (from :func:`npmcore.ingest.ingest`) or a training
+            bundle (``*.bundle.parquet``, :mod:`npmcore.bundle`: one shard).
         batch_size: sequences per batch, >= 2 and at most the corpus' block count.
         seed, epoch: the shuffle; the same pair gives the same batches.
         drop_last: drop incomplete batches (see the module docstring), so that every
@@ -151,20 +155,27 @@ def iter_batches(corpus_url: str, batch_size: int, seed: int, epoch: int = 0, dr
         checksums as each shard is read (:class:`~npmcore.storage.SnapshotError`).
     """
     _check_batch_size(batch_size)
-    manifest = read_manifest(corpus_url)
-    if manifest.kind != KIND:
-        raise ValueError(f"{corpus_url} is a {manifest.kind!r} snapshot, not a corpus snapshot")
-    if manifest.counts["blocks"] < batch_size:
-        raise ValueError(f"{corpus_url} has {manifest.counts['blocks']} blocks, fewer than batch_size={batch_size}")
-    return _batches(corpus_url, sorted(manifest.files.items()), batch_size, seed, epoch, drop_last)
+    if is_bundle(corpus_url):
+        blocks = bundle_info(corpus_url).blocks
+        shards = {corpus_url: functools.partial(read_bundle, corpus_url)}
+    else:
+        corpus = open_corpus(corpus_url)
+        blocks = corpus.manifest.counts["blocks"]
+        shards = {
+            path: functools.partial(read_shard, corpus_url, path, entry, COLUMNS) for path, entry in corpus.shards
+        }
+    if blocks < batch_size:
+        raise ValueError(f"{corpus_url} has {blocks} blocks, fewer than batch_size={batch_size}")
+    return _batches(corpus_url, shards, batch_size, seed, epoch, drop_last)
 
 
 def _batches(
-    url: str, shards: list[tuple[str, FileEntry]], batch_size: int, seed: int, epoch: int, drop_last: bool
+    url: str, shards: dict[str, Callable[[], pa.Table]], batch_size: int, seed: int, epoch: int, drop_last: bool
 ) -> Iterator[Batch]:
     rng = np.random.default_rng([seed, epoch])
-    order = rng.permutation(len(shards))
-    docs = (doc for i in order for doc in _shard_documents(read_shard(url, *shards[i], COLUMNS), shards[i][0], rng))
+    names = list(shards)
+    order = rng.permutation(len(names))
+    docs = (doc for i in order for doc in _shard_documents(shards[names[i]](), names[i], rng))
     kept = dropped = 0
     for rows in group_documents(docs, batch_size):
         if drop_last and len(rows) < batch_size:
@@ -177,7 +188,7 @@ def _batches(
     log.log(level, "epoch %d of %s: %d batches; %d blocks dropped in incomplete batches", epoch, url, kept, dropped)
 
 
-def _shard_documents(table: pa.Table, path: str, rng: np.random.Generator) -> list[tuple[str, list[Row]]]:
+def _shard_documents(table: pa.Table, path: str, rng: np.random.Generator) -> list[tuple[str, list[BlockRow]]]:
     """(doc_id, rows) of each document of a shard, in shuffled order; checks blocks are consecutive and in order."""
     doc_ids = table.column("doc_id").to_pylist()
     n = len(doc_ids)
@@ -190,8 +201,12 @@ def _shard_documents(table: pa.Table, path: str, rng: np.random.Generator) -> li
     expected_index = np.arange(n) - np.repeat(bounds[:-1], np.diff(bounds))  # (n,) 0, 1, ... within each document
     bad = np.flatnonzero(table.column("block_index").to_numpy() != expected_index)
     if len(bad):
-        raise ValueError(f"{path}: block {table.column('block_id')[int(bad[0])]} is out of order in document {doc_ids[bad[0]]!r}")
-    block_ids, token_ids, titles = (table.column(name).to_pylist() for name in ("block_id", "token_ids", "title_tokens"))
+        raise ValueError(
+            f"{path}: block {table.column('block_id')[int(bad[0])]} is out of order in document {doc_ids[bad[0]]!r}"
+        )
+    block_ids, token_ids, titles = (
+        table.column(name).to_pylist() for name in ("block_id", "token_ids", "title_tokens")
+    )
     rows = list(zip(block_ids, doc_ids, token_ids, titles, strict=True))
     return [(doc_ids[bounds[k]], rows[bounds[k] : bounds[k + 1]]) for k in rng.permutation(len(bounds) - 1)]
 
@@ -203,7 +218,11 @@ def by_length(batches: Iterable[Batch], pool_batches: int, seed: int, epoch: int
     rng = np.random.default_rng([seed, epoch, 1])
     batches = iter(batches)
     while pool := list(islice(batches, pool_batches)):
-        rows = [row for batch in pool for row in zip(batch.block_ids, batch.doc_ids, batch.token_ids, batch.title_tokens, strict=True)]
+        rows = [
+            row
+            for batch in pool
+            for row in zip(batch.block_ids, batch.doc_ids, batch.token_ids, batch.title_tokens, strict=True)
+        ]
         rows.sort(key=lambda row: len(row[2]))
         size = len(pool[0].block_ids)
         cut = [rows[lo : lo + size] for lo in range(0, len(rows), size)]

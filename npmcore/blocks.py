@@ -112,7 +112,9 @@ def _split(
 
 def split_document(doc: Document, tokenizer: PreTrainedTokenizerFast, max_tokens: int) -> list[Block]:
     """Blocks of one document, in order; their texts concatenate back to ``doc.text``."""
-    overhead = len(tokenizer(encoder_input(doc.title, "x"))["input_ids"]) - len(tokenizer("x", add_special_tokens=False)["input_ids"])
+    overhead = len(tokenizer(encoder_input(doc.title, "x"))["input_ids"]) - len(
+        tokenizer("x", add_special_tokens=False)["input_ids"]
+    )
     if max_tokens - overhead < 16:
         raise ValueError(
             f"document {doc.doc_id!r} of {doc.source}: title {doc.title[:60]!r} leaves "
@@ -122,6 +124,16 @@ def split_document(doc: Document, tokenizer: PreTrainedTokenizerFast, max_tokens
     # the prefix's tokens do not depend on the text after it: pre-tokenizers split at the space
     title_tokens = len(tokenizer(f"{doc.title}.", add_special_tokens=False)["input_ids"]) if doc.title else 0
     return [
-        Block(f"{doc.doc_id}#{i}", doc.doc_id, i, doc.title, doc.source, piece, ids, content_hash(doc.title, piece), title_tokens)
+        Block(
+            f"{doc.doc_id}#{i}",
+            doc.doc_id,
+            i,
+            doc.title,
+            doc.source,
+            piece,
+            ids,
+            content_hash(doc.title, piece),
+            title_tokens,
+        )
         for i, (piece, ids) in enumerate(pieces)
     ]

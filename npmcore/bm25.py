@@ -45,7 +45,7 @@ def _anserini():
     return autoclass
 
 
-def build_index(docs: Iterable[tuple[str, str]], index_dir: str, threads: int = 1) -> int:
+def index_passages(docs: Iterable[tuple[str, str]], index_dir: str, threads: int = 1) -> int:
     """Write a Lucene index of (block id, text) pairs to the local folder ``index_dir``; returns the count."""
     autoclass = _anserini()
     document = autoclass("io.anserini.collection.JsonCollection$Document")
@@ -62,7 +62,7 @@ def build_index(docs: Iterable[tuple[str, str]], index_dir: str, threads: int = 
 
 
 class BM25Searcher:
-    """Top-k BM25 search over an index made by :func:`build_index` (default k1 0.9, b 0.4)."""
+    """Top-k BM25 search over an index made by :func:`index_passages` (default k1 0.9, b 0.4)."""
 
     def __init__(self, index_dir: str):
         if not Path(index_dir).is_dir():

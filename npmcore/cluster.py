@@ -12,6 +12,13 @@ Item = TypeVar("Item")
 Result = TypeVar("Result")
 
 
+def local_cluster_options(n_workers: int | None = None) -> dict:
+    """The LocalCluster of every command that is given no scheduler: one single-threaded worker
+    process per core (default), no dashboard. Torch and tokenizers parallelise inside a task
+    poorly; Dask parallelises across shards well."""
+    return {"n_workers": n_workers, "threads_per_worker": 1, "processes": True, "dashboard_address": None}
+
+
 class ClusterError(RuntimeError):
     """The Dask scheduler cannot be reached."""
 
@@ -20,6 +27,19 @@ def check_scheduler(address: str, timeout_s: float = 10) -> None:
     """Fail within ``timeout_s`` with :class:`ClusterError` when the scheduler cannot be reached."""
     with dask_client(address, timeout_s=timeout_s):
         pass
+
+
+@contextmanager
+def dask_cluster(address: str | None = None, n_workers: int | None = None) -> Iterator[str]:
+    """The scheduler address a flow's stages share: ``address`` itself (checked to answer), or
+    that of a LocalCluster started for the duration of the block."""
+    if address:
+        check_scheduler(address)
+        yield address
+        return
+    with LocalCluster(**local_cluster_options(n_workers)) as cluster:
+        log.info("started a local Dask cluster with %d workers at %s", len(cluster.workers), cluster.scheduler_address)
+        yield cluster.scheduler_address
 
 
 @contextmanager
@@ -41,10 +61,7 @@ def dask_client(address: str | None = None, n_workers: int | None = None, timeou
         with client:
             yield client
         return
-    with (
-        LocalCluster(n_workers=n_workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
-        Client(cluster) as client,
-    ):
+    with LocalCluster(**local_cluster_options(n_workers)) as cluster, Client(cluster) as client:
         log.info("started a local Dask cluster with %d workers", len(cluster.workers))
         yield client
 

@@ -26,8 +26,17 @@ FORMATS: tuple[Format, ...] = ("mediawiki", "wikiextractor", "jsonl", "lines")
 
 # Templates that mark a disambiguation page (plus any template ending in "disambiguation").
 _DISAMBIGUATION_TEMPLATES = {
-    "disambiguation", "disambig", "dab", "disamb", "hndis", "geodis", "numberdis",
-    "surname", "given name", "set index article", "sia",
+    "disambiguation",
+    "disambig",
+    "dab",
+    "disamb",
+    "hndis",
+    "geodis",
+    "numberdis",
+    "surname",
+    "given name",
+    "set index article",
+    "sia",
 }
 _WIKIEXTRACTOR_OPEN = re.compile(r'<doc id="([^"]*)" url="([^"]*)" title="([^"]*)">\n')
 _WIKIEXTRACTOR_CLOSE = "</doc>\n"
@@ -166,16 +175,16 @@ def read_wikiextractor(chunk: str, source: str) -> Iterator[Document]:
     while (m := _WIKIEXTRACTOR_OPEN.search(chunk, pos)) is not None:
         end = chunk.find(_WIKIEXTRACTOR_CLOSE, m.end())
         if end < 0:
-            raise CorpusError(f"{source}: <doc id=\"{m.group(1)}\"> has no closing </doc>")
+            raise CorpusError(f'{source}: <doc id="{m.group(1)}"> has no closing </doc>')
         doc_id, title = html.unescape(m.group(1)), html.unescape(m.group(3))
-        body = chunk[m.end():end]
+        body = chunk[m.end() : end]
         first, _, rest = body.partition("\n")
         if first.strip() == title.strip():  # WikiExtractor repeats the title as the first line
             body = rest
         yield Document(doc_id, title, body.strip(), source)
         pos = end + len(_WIKIEXTRACTOR_CLOSE)
     if chunk[pos:].strip():
-        raise CorpusError(f"{source}: text outside <doc> … </doc> near {chunk[pos:pos + 60]!r}")
+        raise CorpusError(f"{source}: text outside <doc> … </doc> near {chunk[pos : pos + 60]!r}")
 
 
 def read_jsonl(chunk: str, source: str, offset: int) -> Iterator[Document]:

@@ -27,27 +27,30 @@ import functools
 import io
 import json
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 import fsspec
 import numpy as np
 import torch
 from distributed import Client
-from fsspec.implementations.local import LocalFileSystem
 
 from npmcore.cluster import map_bounded
 from npmcore.encoder import cached_encoder, encode, encoder_fingerprint, special_frame
-from npmcore.ingest import KIND as CORPUS, read_shard
+from npmcore.snapshots import DATASTORE, open_corpus, open_datastore, read_shard, shard_arrays
 from npmcore.storage import (
-    FileEntry, Manifest, SnapshotError, SnapshotWriter, join, open_snapshot, read_manifest, sha256_bytes, snapshot_id,
+    FileEntry,
+    Manifest,
+    SnapshotError,
+    SnapshotWriter,
+    existing_snapshot,
+    join,
+    sha256_bytes,
+    snapshot_id,
     snapshot_url,
 )
 
 log = logging.getLogger(__name__)
-
-KIND = "datastore"
-ARRAYS = ("vectors", "tokens", "offsets")
 
 
 @dataclass(frozen=True)
@@ -66,11 +69,11 @@ class DatastorePlan:
 
     @property
     def staging(self) -> str:
-        return SnapshotWriter(self.store, KIND, self.id, resumable=True).staging
+        return SnapshotWriter(self.store, DATASTORE, self.id, resumable=True).staging
 
 
 @dataclass(frozen=True)
-class ShardResult:
+class EmbeddedShard:
     name: str  # "part-00000"
     files: dict[str, FileEntry]  # relative to the snapshot
     blocks: int
@@ -83,28 +86,30 @@ def plan_datastore(
 ) -> DatastorePlan:
     """Check the corpus and the encoder and fix the datastore's id (loads the encoder once).
     ``reuse``: a datastore embedded by the same encoder whose vectors unchanged blocks copy."""
-    manifest = read_manifest(corpus)
-    if manifest.kind != CORPUS:
-        raise ValueError(f"{corpus} is a {manifest.kind!r} snapshot, not a corpus snapshot")
+    manifest = open_corpus(corpus).manifest
     if batch_tokens < 512:
         raise ValueError(f"batch_tokens must be >= 512, got {batch_tokens}")
     tokenizer, model = cached_encoder(encoder)
     fingerprint = encoder_fingerprint(model)
     config = {"corpus": manifest.id, "encoder": fingerprint, "batch_tokens": batch_tokens, "dtype": "float16"}
     if reuse is not None:
-        previous = open_snapshot(reuse)  # verified once here; workers then read it by size checks
-        if previous.kind != KIND:
-            raise ValueError(f"{reuse} is a {previous.kind!r} snapshot, not a datastore")
-        if previous.config["encoder_fingerprint"] != fingerprint:
+        previous = open_datastore(reuse, verify=True)  # verified once here; workers then read it by size checks
+        if previous.encoder_fingerprint != fingerprint:
             raise ValueError(
-                f"datastore {reuse} was embedded by encoder weights {previous.config['encoder_fingerprint']}, "
+                f"datastore {reuse} was embedded by encoder weights {previous.encoder_fingerprint}, "
                 f"not {fingerprint}: its vectors cannot be reused"
             )
-        config["reuse"] = previous.id
+        config["reuse"] = previous.manifest.id
     return DatastorePlan(
-        id=snapshot_id(KIND, [{"corpus": manifest.id}], config), store=store, corpus=corpus, encoder=encoder,
-        fingerprint=fingerprint, dim=model.config.hidden_size, batch_tokens=batch_tokens,
-        shards=tuple(sorted(manifest.files.items())), reuse=reuse,
+        id=snapshot_id(DATASTORE, [{"corpus": manifest.id}], config),
+        store=store,
+        corpus=corpus,
+        encoder=encoder,
+        fingerprint=fingerprint,
+        dim=model.config.hidden_size,
+        batch_tokens=batch_tokens,
+        shards=tuple(sorted(manifest.files.items())),
+        reuse=reuse,
     )
 
 
@@ -113,7 +118,7 @@ def shard_name(corpus_path: str) -> str:
     return corpus_path.rsplit("/", 1)[-1].removesuffix(".parquet")
 
 
-def embed_shard(plan: DatastorePlan, index: int) -> ShardResult:
+def embed_shard(plan: DatastorePlan, index: int) -> EmbeddedShard:
     """Embed corpus shard ``index`` into the staging area (skipped when already done); runs on a worker."""
     path, entry = plan.shards[index]
     name = shard_name(path)
@@ -123,7 +128,13 @@ def embed_shard(plan: DatastorePlan, index: int) -> ShardResult:
         with fsspec.open(marker, "r") as f:
             done = json.load(f)
         log.info("datastore shard %s already embedded; skipped", name)
-        return ShardResult(name, {k: FileEntry(**v) for k, v in done["files"].items()}, done["blocks"], done["tokens"], done["reused_blocks"])
+        return EmbeddedShard(
+            name,
+            {k: FileEntry(**v) for k, v in done["files"].items()},
+            done["blocks"],
+            done["tokens"],
+            done["reused_blocks"],
+        )
     _use_worker_threads()
     tokenizer, model = cached_encoder(plan.encoder)
     table = read_shard(plan.corpus, path, entry, ["token_ids", "content_hash"])
@@ -134,10 +145,15 @@ def embed_shard(plan: DatastorePlan, index: int) -> ShardResult:
     fresh = [i for i, where in enumerate(found) if where is None]
     hidden = dict(zip(fresh, encode(model, tokenizer, [sequences[i] for i in fresh], plan.batch_tokens), strict=True))
     lengths = np.array([len(s) - before - after for s in sequences], dtype=np.int64)
-    vectors = [hidden[i][before : len(hidden[i]) - after] if where is None else _copied(plan.reuse, *where) for i, where in enumerate(found)]
+    vectors = [
+        hidden[i][before : len(hidden[i]) - after] if where is None else _copied(plan.reuse, *where)
+        for i, where in enumerate(found)
+    ]
     arrays = {
         "vectors": np.concatenate(vectors or [np.empty((0, plan.dim))]).astype(np.float16),
-        "tokens": np.fromiter((t for s in sequences for t in s[before : len(s) - after]), dtype=np.int32, count=int(lengths.sum())),
+        "tokens": np.fromiter(
+            (t for s in sequences for t in s[before : len(s) - after]), dtype=np.int32, count=int(lengths.sum())
+        ),
         "offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
     }
     files = {}
@@ -148,9 +164,15 @@ def embed_shard(plan: DatastorePlan, index: int) -> ShardResult:
         with fsspec.open(join(plan.staging, relpath), "wb") as f:
             f.write(buf.getvalue())
         files[relpath] = FileEntry(sha256_bytes(buf.getvalue()), len(buf.getvalue()))
-    result = ShardResult(name, files, len(sequences), int(lengths.sum()), len(sequences) - len(fresh))
+    result = EmbeddedShard(name, files, len(sequences), int(lengths.sum()), len(sequences) - len(fresh))
     with fsspec.open(f"{marker}.tmp", "w") as f:  # last, and renamed: the shard counts as done only now
-        json.dump({"files": {k: asdict(v) for k, v in files.items()}, **{k: v for k, v in asdict(result).items() if k not in ("name", "files")}}, f)
+        json.dump(
+            {
+                "files": {k: asdict(v) for k, v in files.items()},
+                **{k: v for k, v in asdict(result).items() if k not in ("name", "files")},
+            },
+            f,
+        )
     fs.mv(f"{marker}.tmp", marker)
     return result
 
@@ -158,12 +180,13 @@ def embed_shard(plan: DatastorePlan, index: int) -> ShardResult:
 @functools.lru_cache(maxsize=2)
 def reusable_blocks(datastore: str) -> dict[str, tuple[str, int, int]]:
     """Content hash -> (shard name, first row, end row) of every block of a datastore (once per worker)."""
-    manifest = read_manifest(datastore)
-    corpus = manifest.inputs[0]["corpus"]
+    snapshot = open_datastore(datastore)
     found = {}
-    for (path, entry), name in zip(sorted(read_manifest(corpus).files.items()), manifest.config["shards"], strict=True):
-        hashes = read_shard(corpus, path, entry, ["content_hash"]).column("content_hash").to_pylist()
-        offsets = shard_arrays(datastore, name, manifest.files)["offsets"]
+    for (path, entry), name in zip(
+        open_corpus(snapshot.corpus).shards, snapshot.manifest.config["shards"], strict=True
+    ):
+        hashes = read_shard(snapshot.corpus, path, entry, ["content_hash"]).column("content_hash").to_pylist()
+        offsets = shard_arrays(datastore, name, snapshot.manifest.files)["offsets"]
         found.update((h, (name, int(offsets[i]), int(offsets[i + 1]))) for i, h in enumerate(hashes))
     return found
 
@@ -188,28 +211,38 @@ def _use_worker_threads() -> None:
         pass
 
 
-def commit_datastore(plan: DatastorePlan, results: list[ShardResult]) -> str:
+def commit_datastore(plan: DatastorePlan, results: list[EmbeddedShard]) -> str:
     """Write the manifest of a datastore whose shards are all embedded; returns its URL."""
     by_name = {r.name: r for r in results}
     missing = [shard_name(p) for p, _ in plan.shards if shard_name(p) not in by_name]
     if missing:
         raise SnapshotError(f"datastore {plan.id}: shards {missing[:5]} were not embedded")
-    with SnapshotWriter(plan.store, KIND, plan.id, resumable=True) as writer:
+    with SnapshotWriter(plan.store, DATASTORE, plan.id, resumable=True) as writer:
         for r in results:
             for relpath, entry in r.files.items():
                 writer.add(relpath, entry)
         ordered = [by_name[shard_name(p)] for p, _ in plan.shards]
         manifest = Manifest(
-            kind=KIND, id=plan.id,
-            inputs=[{"corpus": plan.corpus, "corpus_id": read_manifest(plan.corpus).id}, *([{"reused": plan.reuse}] if plan.reuse else [])],
+            kind=DATASTORE,
+            id=plan.id,
+            inputs=[
+                {"corpus": plan.corpus, "corpus_id": open_corpus(plan.corpus).manifest.id},
+                *([{"reused": plan.reuse}] if plan.reuse else []),
+            ],
             config={
-                "encoder": plan.encoder or "default", "encoder_fingerprint": plan.fingerprint, "dim": plan.dim,
-                "batch_tokens": plan.batch_tokens, "dtype": "float16",
-                "shards": [r.name for r in ordered], "shard_tokens": [r.tokens for r in ordered],
+                "encoder": plan.encoder or "default",
+                "encoder_fingerprint": plan.fingerprint,
+                "dim": plan.dim,
+                "batch_tokens": plan.batch_tokens,
+                "dtype": "float16",
+                "shards": [r.name for r in ordered],
+                "shard_tokens": [r.tokens for r in ordered],
                 "shard_blocks": [r.blocks for r in ordered],
             },
             counts={
-                "blocks": sum(r.blocks for r in results), "tokens": sum(r.tokens for r in results), "shards": len(results),
+                "blocks": sum(r.blocks for r in results),
+                "tokens": sum(r.tokens for r in results),
+                "shards": len(results),
                 "reused_blocks": sum(r.reused_blocks for r in results),
             },
             files=dict(writer.files),
@@ -219,12 +252,8 @@ def commit_datastore(plan: DatastorePlan, results: list[ShardResult]) -> str:
 
 def existing_datastore(plan: DatastorePlan) -> str | None:
     """URL of the finished, verified datastore of ``plan``, if there is one."""
-    url = snapshot_url(plan.store, KIND, plan.id)
-    try:
-        open_snapshot(url)
-    except SnapshotError:
-        return None
-    return url
+    url = snapshot_url(plan.store, DATASTORE, plan.id)
+    return url if existing_snapshot(url) else None
 
 
 def build_datastore(
@@ -233,11 +262,13 @@ def build_datastore(
     encoder: str | None = None,
     client: Client | None = None,
     batch_tokens: int = 8192,
-    on_shard: Callable[[ShardResult], None] | None = None,
+    on_shard: Callable[[EmbeddedShard], None] | None = None,
+    reuse: str | None = None,
 ) -> str:
     """Embed every block of ``corpus`` (on the Dask cluster of ``client``, or here); returns
-    the datastore URL. A finished datastore is reused; an unfinished one is resumed."""
-    plan = plan_datastore(corpus, store, encoder, batch_tokens)
+    the datastore URL. A finished datastore is reused; an unfinished one is resumed. ``reuse``:
+    a datastore of the same encoder whose vectors unchanged blocks copy (incremental builds)."""
+    plan = plan_datastore(corpus, store, encoder, batch_tokens, reuse)
     if url := existing_datastore(plan):
         log.info("datastore %s already exists; nothing to do", url)
         return url
@@ -247,34 +278,3 @@ def build_datastore(
         if on_shard is not None:
             on_shard(result)
     return commit_datastore(plan, results)
-
-
-def shard_arrays(url: str, name: str, files: dict[str, FileEntry] | None = None) -> dict[str, np.ndarray]:
-    """The arrays of one datastore shard: memory-mapped when local, read otherwise; with
-    ``files`` (the manifest's entries) the sizes are checked (checksums: :func:`open_snapshot`)."""
-    arrays = {}
-    for key in ARRAYS:
-        relpath = f"shards/{name}/{key}.npy"
-        full = join(url, relpath)
-        fs, path = fsspec.core.url_to_fs(full)
-        if not fs.exists(path):
-            raise SnapshotError(f"datastore {url}: file {relpath} is missing")
-        if files is not None and fs.size(path) != files[relpath].bytes:
-            raise SnapshotError(f"datastore {url}: {relpath} has {fs.size(path)} bytes, the manifest says {files[relpath].bytes}")
-        if isinstance(fs, LocalFileSystem):
-            arrays[key] = np.load(path, mmap_mode="r")
-        else:
-            with fs.open(path, "rb") as f:
-                arrays[key] = np.load(io.BytesIO(f.read()))
-    return arrays
-
-
-def iter_shards(url: str) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
-    """(first global token id, arrays) of each shard of a datastore, in order."""
-    manifest = read_manifest(url)
-    if manifest.kind != KIND:
-        raise ValueError(f"{url} is a {manifest.kind!r} snapshot, not a datastore")
-    first = 0
-    for name, tokens in zip(manifest.config["shards"], manifest.config["shard_tokens"], strict=True):
-        yield first, shard_arrays(url, name, manifest.files)
-        first += tokens

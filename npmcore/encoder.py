@@ -17,7 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerFast
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForMaskedLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerFast,
+)
 
 
 class EncoderError(ValueError):
@@ -45,19 +52,68 @@ def load_tokenizer(name_or_path: str | Path | None = None) -> PreTrainedTokenize
 
 
 def local_model_dir(source: str) -> str:
-    """A model folder on this machine: ``source`` itself, or for a remote folder (an encoder
-    snapshot on S3) a copy in ``~/.cache/npmcore/encoder/`` made once."""
-    if "://" not in source or source.startswith("file://"):
-        return source.removeprefix("file://")
-    import fsspec
+    """A model folder on this machine: ``source`` itself (a path or a cached name), for a remote
+    encoder snapshot (``s3://…/encoder/<digest>``) its verified local copy, and for a folder
+    whose weights were split into parts (:func:`split_file`) a copy with them joined."""
+    from npmcore.storage import local_folder
 
-    target = Path.home() / ".cache" / "npmcore" / "encoder" / source.rstrip("/").rsplit("/", 1)[-1]
-    if not (target / "manifest.json").exists():
-        fs, path = fsspec.core.url_to_fs(source)
-        partial = target.with_name(f".tmp-{target.name}")
-        fs.get(path.rstrip("/") + "/", str(partial) + "/", recursive=True)
-        partial.rename(target)
-    return str(target)
+    local = (
+        source.removeprefix("file://")
+        if "://" not in source or source.startswith("file://")
+        else str(local_folder(source))
+    )
+    if Path(local).is_dir() and any(Path(local).glob(f"*{PARTS}")):
+        return str(join_parts(Path(local)))
+    return local
+
+
+PARTS = ".parts.json"  # beside the parts of a split file: their names, and the whole file's sha256 and size
+
+
+def split_file(path: Path, part_bytes: int) -> list[Path]:
+    """Replace ``path`` by ``{name}.part-000``, ``.part-001``, … of at most ``part_bytes`` each and
+    ``{name}.parts.json``: files of a size limit (a GPU machine returns at most 16 MiB a file)."""
+    data = path.read_bytes()
+    parts = [path.with_name(f"{path.name}.part-{i:03d}") for i in range(-(-len(data) // part_bytes))]
+    for i, part in enumerate(parts):
+        part.write_bytes(data[i * part_bytes : (i + 1) * part_bytes])
+    index = {
+        "file": path.name,
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "bytes": len(data),
+        "parts": [p.name for p in parts],
+    }
+    path.with_name(path.name + PARTS).write_text(json.dumps(index, indent=2))
+    path.unlink()
+    return parts
+
+
+def join_parts(folder: Path) -> Path:
+    """A copy of ``folder`` with every split file joined and checked against its sha256, made once
+    in the cache (``{cache}/joined/<sha256 of the first joined file>``); other files copied."""
+    import shutil
+
+    from npmcore.storage import cache_dir
+
+    indexes = [json.loads(p.read_text()) for p in sorted(folder.glob(f"*{PARTS}"))]
+    target = cache_dir() / "joined" / indexes[0]["sha256"][:16]
+    if (target / indexes[0]["file"]).exists():
+        return target
+    partial = target.with_name(f".tmp-{target.name}")
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir(parents=True)
+    split = {name for index in indexes for name in index["parts"]}
+    for path in folder.iterdir():
+        if path.is_file() and path.name not in split and not path.name.endswith(PARTS):
+            shutil.copy2(path, partial / path.name)
+    for index in indexes:
+        data = b"".join((folder / name).read_bytes() for name in index["parts"])
+        if len(data) != index["bytes"] or hashlib.sha256(data).hexdigest() != index["sha256"]:
+            raise EncoderError(f"{folder}: the parts of {index['file']} do not join into the file they were cut from")
+        (partial / index["file"]).write_bytes(data)
+    shutil.rmtree(target, ignore_errors=True)
+    partial.rename(target)
+    return target
 
 
 @functools.lru_cache(maxsize=4)
@@ -119,13 +175,23 @@ def mlm_head(model: PreTrainedModel) -> torch.nn.Module:
     return heads[0]
 
 
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "vocab.txt", "vocab.json", "merges.txt")
+TOKENIZER_FILES = (
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "special_tokens_map.json",
+    "vocab.txt",
+    "vocab.json",
+    "merges.txt",
+)
 
 
-def save_fp16(model: PreTrainedModel, tokenizer_dir: str | Path, out: str | Path) -> Path:
+def save_fp16(
+    model: PreTrainedModel, tokenizer_dir: str | Path, out: str | Path, part_bytes: int | None = None
+) -> Path:
     """Write ``model`` as fp16 safetensors with the tokenizer files of ``tokenizer_dir``
     copied unchanged (same token ids, same tokenizer fingerprint) into the folder ``out``,
-    which appears complete or not at all."""
+    which appears complete or not at all; ``part_bytes``: weights split into parts of at most
+    that size (:func:`split_file`; loading joins them)."""
     import copy
     import shutil
 
@@ -136,9 +202,18 @@ def save_fp16(model: PreTrainedModel, tokenizer_dir: str | Path, out: str | Path
     for name in TOKENIZER_FILES:
         if (Path(tokenizer_dir) / name).exists():
             shutil.copy2(Path(tokenizer_dir) / name, partial / name)
+    if part_bytes is not None:
+        split_file(partial / "model.safetensors", part_bytes)
     shutil.rmtree(out, ignore_errors=True)
     partial.rename(out)
     return out
+
+
+def export_fp16(source: str, out: str | Path, part_bytes: int | None = None) -> Path:
+    """An encoder folder (its weights in parts or not; any masked-LM checkpoint) written again as
+    one fp16 folder with its MLM head, or with ``part_bytes``, split into parts."""
+    _, model = load_masked_lm(source)
+    return save_fp16(model, local_model_dir(source), out, part_bytes)
 
 
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerFast) -> str:
@@ -185,7 +260,10 @@ def special_frame(tokenizer: PreTrainedTokenizerFast) -> tuple[int, int]:
 
 @torch.inference_mode()
 def encode(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, sequences: Sequence[Sequence[int]], batch_tokens: int = 8192
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerFast,
+    sequences: Sequence[Sequence[int]],
+    batch_tokens: int = 8192,
 ) -> list[np.ndarray]:
     """Last hidden states of token id sequences (special tokens included), in input order.
 

@@ -30,17 +30,20 @@ from distributed import Client
 from npmcore import bm25
 from npmcore.blocks import encoder_input
 from npmcore.cluster import map_bounded
-from npmcore.datastore import KIND as DATASTORE, iter_shards, shard_arrays
-from npmcore.index import add_all, add_shard, default_factory, emptied, finalize, is_ivf, merge_ivf, train_index
-from npmcore.ingest import read_blocks
+from npmcore.faiss_index import add_all, add_shard, default_factory, emptied, finalize, is_ivf, merge_ivf, train_index
+from npmcore.snapshots import INDEX, iter_shards, open_datastore, open_index, read_blocks, shard_arrays
 from npmcore.storage import (
-    Manifest, SnapshotError, SnapshotWriter, join, open_snapshot, read_manifest, sha256_file, snapshot_id,
+    Manifest,
+    SnapshotError,
+    SnapshotWriter,
+    existing_snapshot,
+    join,
+    sha256_file,
+    snapshot_id,
     snapshot_url,
 )
 
 log = logging.getLogger(__name__)
-
-KIND = "index"
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,7 @@ class IndexPlan:
 
     @property
     def staging(self) -> str:
-        return SnapshotWriter(self.store, KIND, self.id, resumable=True).staging
+        return SnapshotWriter(self.store, INDEX, self.id, resumable=True).staging
 
 
 def store_root(snapshot: str) -> str:
@@ -76,23 +79,19 @@ def plan_index(datastore: str, config: IndexConfig = IndexConfig(), trained: str
     """Fix the index's factory, search parameters and id. ``trained``: an index snapshot of
     the same encoder whose trained FAISS index is emptied and filled again (an incremental
     rebuild trains nothing; its factory and search parameters carry over)."""
-    manifest = read_manifest(datastore)
-    if manifest.kind != DATASTORE:
-        raise ValueError(f"{datastore} is a {manifest.kind!r} snapshot, not a datastore")
+    manifest = open_datastore(datastore).manifest
     if config.on_disk and config.factory is not None and "IVF" not in config.factory:
         raise ValueError(f"on_disk needs an IVF index, got factory {config.factory!r}")
     factory = config.factory or default_factory(manifest.config["dim"], manifest.counts["tokens"])
     search_params = config.search_params if config.search_params is not None else _default_search_params(factory)
     id_config = {**asdict(config), "factory": factory, "search_params": search_params}
     if trained is not None:
-        base = read_manifest(trained)
-        if base.kind != KIND:
-            raise ValueError(f"{trained} is a {base.kind!r} snapshot, not an index")
+        base = open_index(trained).manifest
         if base.config["encoder_fingerprint"] != manifest.config["encoder_fingerprint"]:
             raise ValueError(f"index {trained} was trained on vectors of another encoder than datastore {datastore}")
         factory, search_params = base.config["factory"], base.config["search_params"]
         id_config = {**id_config, "factory": factory, "search_params": search_params, "trained": base.id}
-    snap_id = snapshot_id(KIND, [{"datastore": manifest.id}], id_config)
+    snap_id = snapshot_id(INDEX, [{"datastore": manifest.id}], id_config)
     return IndexPlan(snap_id, store_root(datastore), datastore, factory, search_params, config, trained)
 
 
@@ -109,8 +108,7 @@ def _default_search_params(factory: str) -> str:
 
 def training_sample(datastore: str, n: int, seed: int = 0) -> np.ndarray:
     """(min(n, N), d) float32 vectors drawn uniformly without replacement from the whole datastore."""
-    manifest = read_manifest(datastore)
-    total = manifest.counts["tokens"]
+    total = open_datastore(datastore).manifest.counts["tokens"]
     pick = np.sort(np.random.default_rng(seed).choice(total, size=min(n, total), replace=False))
     parts = []
     for first, arrays in iter_shards(datastore):
@@ -124,7 +122,7 @@ def _shard_index(trained: bytes, datastore: str, job: tuple[str, int, str]) -> s
     """Add one datastore shard (name, first global id, output URL) to a copy of the trained
     IVF index and write it to the output URL (runs on a worker)."""
     name, first, out = job
-    vectors = shard_arrays(datastore, name, read_manifest(datastore).files)["vectors"]
+    vectors = shard_arrays(datastore, name, open_datastore(datastore).manifest.files)["vectors"]
     index = add_shard(faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8)), vectors, first)
     with fsspec.open(out, "wb") as f:
         f.write(faiss.serialize_index(index).tobytes())
@@ -133,7 +131,7 @@ def _shard_index(trained: bytes, datastore: str, job: tuple[str, int, str]) -> s
 
 def build_faiss(plan: IndexPlan, workdir: Path, client: Client | None) -> list[Path]:
     """Train, fill and write the FAISS index into the local folder ``workdir``; returns the files."""
-    manifest = read_manifest(plan.datastore)
+    manifest = open_datastore(plan.datastore).manifest
     if manifest.counts["tokens"] == 0:
         raise ValueError(f"datastore {plan.datastore} has no tokens")
     if plan.trained is None:
@@ -179,11 +177,6 @@ def token_arrays(datastore: str, vocab_size: int) -> dict[str, np.ndarray]:
     return {"tokens": np.concatenate(tokens), "offsets": np.concatenate(offsets)}
 
 
-def corpus_of(datastore: str) -> str:
-    """The corpus snapshot a datastore was embedded from."""
-    return read_manifest(datastore).inputs[0]["corpus"]
-
-
 def passages(corpus: str):
     """(global block number, passage text) of every block, in global order (the BM25 documents)."""
     number = 0
@@ -193,29 +186,31 @@ def passages(corpus: str):
             number += 1
 
 
-def build_index(datastore: str, config: IndexConfig = IndexConfig(), client: Client | None = None, trained: str | None = None) -> str:
+def build_index(
+    datastore: str, config: IndexConfig = IndexConfig(), client: Client | None = None, trained: str | None = None
+) -> str:
     """Build (or reuse) the index snapshot of ``datastore``; returns its URL. ``trained``: an
     index snapshot whose trained FAISS index is reused (see :func:`plan_index`)."""
     plan = plan_index(datastore, config, trained)
-    url = snapshot_url(plan.store, KIND, plan.id)
-    try:
-        open_snapshot(url, verify=False)
+    url = snapshot_url(plan.store, INDEX, plan.id)
+    if existing_snapshot(url, verify=False):
         log.info("index %s already exists; nothing to do", url)
         return url
-    except SnapshotError:
-        pass
-    ds = open_snapshot(datastore)  # every shard verified once before it is indexed
+    ds = open_datastore(datastore, verify=True).manifest  # every shard verified once before it is indexed
     from npmcore.encoder import load_tokenizer
 
     vocab_size = len(load_tokenizer(None if ds.config["encoder"] == "default" else ds.config["encoder"]))
-    with tempfile.TemporaryDirectory(prefix="npm-index-") as tmp, SnapshotWriter(plan.store, KIND, plan.id, resumable=True) as writer:
+    with (
+        tempfile.TemporaryDirectory(prefix="npm-index-") as tmp,
+        SnapshotWriter(plan.store, INDEX, plan.id, resumable=True) as writer,
+    ):
         workdir = Path(tmp)
         files = build_faiss(plan, workdir, client)
         for key, array in token_arrays(datastore, vocab_size).items():
             np.save(workdir / f"{key}.npy", array)
             files.append(workdir / f"{key}.npy")
         if config.bm25:
-            bm25.build_index(passages(corpus_of(datastore)), str(workdir / "bm25"))
+            bm25.index_passages(passages(open_datastore(datastore).corpus), str(workdir / "bm25"))
             files.extend(sorted(p for p in (workdir / "bm25").iterdir() if p.is_file()))
         for path in files:
             relpath = str(path.relative_to(workdir))
@@ -223,12 +218,19 @@ def build_index(datastore: str, config: IndexConfig = IndexConfig(), client: Cli
                 shutil.copyfileobj(src, dst, 1 << 20)
             writer.add(relpath, sha256_file(str(path)))
         manifest = Manifest(
-            kind=KIND, id=plan.id,
+            kind=INDEX,
+            id=plan.id,
             inputs=[{"datastore": datastore, "datastore_id": ds.id, **ds.inputs[0]}],
             config={
-                "factory": plan.factory, "search_params": plan.search_params, "on_disk": config.on_disk,
-                "train_size": config.train_size, "bm25": config.bm25, "dim": ds.config["dim"], "trained": trained,
-                "encoder": ds.config["encoder"], "encoder_fingerprint": ds.config["encoder_fingerprint"],
+                "factory": plan.factory,
+                "search_params": plan.search_params,
+                "on_disk": config.on_disk,
+                "train_size": config.train_size,
+                "bm25": config.bm25,
+                "dim": ds.config["dim"],
+                "trained": trained,
+                "encoder": ds.config["encoder"],
+                "encoder_fingerprint": ds.config["encoder_fingerprint"],
                 "shard_blocks": ds.config["shard_blocks"],
             },
             counts={"tokens": ds.counts["tokens"], "blocks": ds.counts["blocks"]},

@@ -15,32 +15,33 @@ product ``q·E(c) / sqrt(d)``.
 * :meth:`NPM.classify` (closed-set): each label scores the exp similarities of the
   retrieved tokens that are its verbalizer words; NPM queries with q_start + q_end
   (the sum of the start and end similarities).
+
+Answers carry :class:`~npmcore.evidence.Evidence` (global token ids); ``NPM.evidence``
+(an :class:`~npmcore.evidence.EvidenceReader`) reads the passages behind them.
 """
 
 import logging
 import math
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-import fsspec
 import numpy as np
-from fsspec.implementations.local import LocalFileSystem
+from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from npmcore import bm25
-from npmcore.blocks import encoder_input
 from npmcore.encoder import cached_encoder, encode, encoder_fingerprint, special_frame, tokenizer_fingerprint
-from npmcore.index import read_index, reconstruct, search, set_search_params, to_gpu
-from npmcore.indexer import KIND
-from npmcore.ingest import read_shard
-from npmcore.vocab import vocab_tables
+from npmcore.evidence import Evidence, EvidenceReader
+from npmcore.faiss_index import read_index, reconstruct, search, set_search_params, to_gpu
 from npmcore.phrases import Corpus, candidate_spans, content_spans, label_scores, score_phrases, score_tokens
-from npmcore.storage import Manifest, join, open_snapshot, read_manifest
+from npmcore.snapshots import IndexSnapshot, open_corpus, open_index
+from npmcore.storage import local_folder
+from npmcore.vocab import vocab_tables
 
 log = logging.getLogger(__name__)
 
 MASK = "[MASK]"  # the mask marker of queries, for every encoder
+Mode = Literal["npm", "npm-single"]  # two query vectors ([MASKs][MASKe]) or one
 
 
 class QueryError(ValueError):
@@ -61,27 +62,11 @@ class InferenceConfig:
 
 
 @dataclass(frozen=True)
-class Evidence:
-    block: int  # global block number
-    first: int  # global id of the span's first token
-    last: int  # and of its last token (inclusive)
-    score: float  # the position's normalised share of the query's candidate scores
-
-
-@dataclass(frozen=True)
 class Answer:
     text: str  # as its best evidence passage writes it
     token_ids: tuple[int, ...]
     score: float  # normalised: the answers of all candidates of a query sum to 1
     evidence: tuple[Evidence, ...]  # best first
-
-
-@dataclass(frozen=True)
-class Passage:
-    block_id: str  # "{doc_id}#{block_index}"
-    title: str
-    text: str  # the passage as the encoder saw it: "{title}. {block text}"
-    token_chars: list[tuple[int, int]]  # character span in ``text`` of each content token
 
 
 class NPM:
@@ -93,31 +78,17 @@ class NPM:
             encoder needs the corpus's tokenizer, and answers only BM25-restricted queries
             (their passages are encoded again): the index's vectors are not its own, so kNN
             search (``restrict=False``, closed-set ``classify``) is refused.
-        cache: local folder for copies of remote snapshots.
+        cache: local folder for copies of remote snapshots (default: :func:`npmcore.storage.cache_dir`).
     """
 
-    def __init__(self, index_url: str, encoder: str | None = None, cache: str | None = None):
-        self.manifest = _open_index(index_url)
+    def __init__(self, index_url: str, encoder: str | None = None, cache: Path | None = None):
+        self.index_snapshot = open_index(index_url, verify=True)
+        self.manifest = self.index_snapshot.manifest
         self.url = index_url
-        local = _local_folder(index_url, self.manifest, cache)
-        source = encoder if encoder is not None else (None if self.manifest.config["encoder"] == "default" else self.manifest.config["encoder"])
-        self.tokenizer, self.model = cached_encoder(source)
-        corpus_tokenizer = read_manifest(self.manifest.inputs[0]["corpus"]).config["tokenizer"]
-        if tokenizer_fingerprint(self.tokenizer) != corpus_tokenizer:
-            raise ValueError(
-                f"index {index_url} holds tokens of another tokenizer than encoder {source or 'default'!r}'s: "
-                "build an index with this encoder (npmcore index --model …)"
-            )
+        local = local_folder(index_url, cache)
+        self.tokenizer, self.model = cached_encoder(encoder if encoder is not None else self.index_snapshot.encoder)
         self.fingerprint = encoder_fingerprint(self.model)
-        if self.fingerprint != self.manifest.config["encoder_fingerprint"]:  # passages only: see search()
-            self._foreign = (
-                f"index {index_url} was built with encoder {self.manifest.config['encoder']!r} "
-                f"(weights {self.manifest.config['encoder_fingerprint']}), but encoder {source or 'default'!r} "
-                f"has weights {self.fingerprint}: kNN search needs an index built with this encoder "
-                "(npmcore index --model …); BM25-restricted queries work with any encoder of the same tokenizer"
-            )
-        else:
-            self._foreign = None
+        self._foreign = foreign_encoder(self.index_snapshot, encoder, self.tokenizer, self.model)
         self.index = read_index(str(local / "index.faiss"))
         set_search_params(self.index, self.manifest.config["search_params"])
         self.search_index = to_gpu(self.index)
@@ -126,11 +97,11 @@ class NPM:
             offsets=np.load(local / "offsets.npy"),
             tables=vocab_tables(self.tokenizer),
         )
+        self.evidence = EvidenceReader(self.index_snapshot, self.tokenizer, self.corpus)
         self.bm25_dir = local / "bm25" if self.manifest.config["bm25"] else None
         self._bm25: bm25.BM25Searcher | None = None
         self.scale = 1.0 / math.sqrt(self.index.d)
         self._frame = special_frame(self.tokenizer)
-        self._passages: dict[int, list[tuple[str, str, str]]] = {}
 
     # --- queries ------------------------------------------------------------------------
 
@@ -151,7 +122,9 @@ class NPM:
         ids = self.tokenizer(query.replace(MASK, own * masks))["input_ids"]
         limit = self.tokenizer.model_max_length
         if len(ids) > limit:
-            raise QueryError(f"query of {len(ids)} tokens is longer than the encoder's limit of {limit}: {query[:80]!r}…")
+            raise QueryError(
+                f"query of {len(ids)} tokens is longer than the encoder's limit of {limit}: {query[:80]!r}…"
+            )
         return ids
 
     # --- open set -----------------------------------------------------------------------
@@ -164,7 +137,14 @@ class NPM:
             for (q_start, q_end), (ids, vectors) in zip(q, self.restricted(queries, config.passages), strict=True):
                 spans = self._candidates(ids, ids, config)
                 row = np.searchsorted(ids, spans)  # (n, 2) rows of each span's first and last token; ids are sorted
-                phrases = score_phrases(self.corpus, spans, vectors[row[:, 0]] @ q_start, vectors[row[:, 1]] @ q_end, config.tau, config.l_max)
+                phrases = score_phrases(
+                    self.corpus,
+                    spans,
+                    vectors[row[:, 0]] @ q_start,
+                    vectors[row[:, 1]] @ q_end,
+                    config.tau,
+                    config.l_max,
+                )
                 results.append(self._answers(phrases, config))
             return results
         _, found = self.search(q.reshape(-1, q.shape[-1]), config)  # (2B, k)
@@ -172,14 +152,19 @@ class NPM:
             spans = self._candidates(starts, ends, config)
             first = reconstruct(self.index, spans[:, 0]) @ q_start if len(spans) else np.empty(0)
             last = reconstruct(self.index, spans[:, 1]) @ q_end if len(spans) else np.empty(0)
-            results.append(self._answers(score_phrases(self.corpus, spans, first, last, config.tau, config.l_max), config))
+            results.append(
+                self._answers(score_phrases(self.corpus, spans, first, last, config.tau, config.l_max), config)
+            )
         return results
 
     def predict_tokens(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> list[list[Answer]]:
         """NPM single: the top single-token answers of each query."""
         q = self.encode_queries(queries, 1)[:, 0] * self.scale  # (B, d)
         if config.restrict:
-            hits = [(ids, vectors @ qv) for qv, (ids, vectors) in zip(q, self.restricted(queries, config.passages), strict=True)]
+            hits = [
+                (ids, vectors @ qv)
+                for qv, (ids, vectors) in zip(q, self.restricted(queries, config.passages), strict=True)
+            ]
         else:
             sims, found = self.search(q, config)
             hits = [(f[f >= 0], s[f >= 0]) for s, f in zip(sims, found, strict=True)]
@@ -200,8 +185,11 @@ class NPM:
             for token, score in zip(vocab[: config.answers].tolist(), scores[: config.answers].tolist(), strict=True):
                 mine = np.flatnonzero(tokens == token)
                 best = mine[np.argsort(-share[mine], kind="stable")[: config.evidence]]
-                evidence = tuple(Evidence(int(self.corpus.block_of(ids[i : i + 1])[0]), int(ids[i]), int(ids[i]), float(share[i])) for i in best)
-                answers.append(Answer(self.surface(evidence[0]), (token,), score, evidence))
+                evidence = tuple(
+                    Evidence(int(self.corpus.block_of(ids[i : i + 1])[0]), int(ids[i]), int(ids[i]), float(share[i]))
+                    for i in best
+                )
+                answers.append(Answer(self.evidence.surface(evidence[0]), (token,), score, evidence))
             results.append(answers)
         return results
 
@@ -212,7 +200,10 @@ class NPM:
     # --- closed set ---------------------------------------------------------------------
 
     def classify(
-        self, queries: list[str], label_words: list[np.ndarray], mode: Literal["npm", "npm-single"] = "npm",
+        self,
+        queries: list[str],
+        label_words: list[np.ndarray],
+        mode: Mode = "npm",
         config: InferenceConfig = InferenceConfig(),
     ) -> np.ndarray:
         """(B, labels) closed-set scores (log of summed exp similarity; -inf: no word of the label retrieved)."""
@@ -224,7 +215,9 @@ class NPM:
         out = np.empty((len(queries), len(label_words)))
         for row, (s, f) in enumerate(zip(sims, found, strict=True)):
             keep = f >= 0
-            out[row] = label_scores(np.asarray(self.corpus.tokens[f[keep]], dtype=np.int64), s[keep], label_words, config.tau)
+            out[row] = label_scores(
+                np.asarray(self.corpus.tokens[f[keep]], dtype=np.int64), s[keep], label_words, config.tau
+            )
         return out
 
     # --- pieces -------------------------------------------------------------------------
@@ -257,15 +250,23 @@ class NPM:
         vectors = dict(zip(unique, self.block_vectors(unique), strict=True))
         out = []
         for blocks in chosen:
-            ids = np.concatenate([np.arange(self.corpus.offsets[b], self.corpus.offsets[b + 1]) for b in blocks] or [np.empty(0, dtype=np.int64)])
-            out.append((ids, np.concatenate([vectors[b] for b in blocks] or [np.empty((0, self.index.d), dtype=np.float32)])))
+            ids = np.concatenate(
+                [np.arange(self.corpus.offsets[b], self.corpus.offsets[b + 1]) for b in blocks]
+                or [np.empty(0, dtype=np.int64)]
+            )
+            out.append(
+                (ids, np.concatenate([vectors[b] for b in blocks] or [np.empty((0, self.index.d), dtype=np.float32)]))
+            )
         return out
 
     def block_vectors(self, blocks: list[int]) -> list[np.ndarray]:
         """Exact vectors (n_b, d) of the content tokens of each block, encoded now."""
         before, after = self._frame
         framed = self.tokenizer(self.tokenizer.mask_token)["input_ids"]  # the special tokens around a text
-        sequences = [framed[:before] + self.corpus.block_tokens(b).astype(np.int64).tolist() + framed[len(framed) - after :] for b in blocks]
+        sequences = [
+            framed[:before] + self.corpus.block_tokens(b).astype(np.int64).tolist() + framed[len(framed) - after :]
+            for b in blocks
+        ]
         return [h[before : len(h) - after] for h in encode(self.model, self.tokenizer, sequences)]
 
     def _answers(self, phrases, config: InferenceConfig) -> list[Answer]:
@@ -276,52 +277,39 @@ class NPM:
             mine = np.flatnonzero(phrases.phrase_of_span == rank)
             best = mine[np.argsort(-phrases.span_scores[mine], kind="stable")[: config.evidence]]
             evidence = tuple(
-                Evidence(int(self.corpus.block_of(phrases.spans[i : i + 1, 0])[0]), int(phrases.spans[i, 0]), int(phrases.spans[i, 1]), float(phrases.span_scores[i]))
+                Evidence(
+                    int(self.corpus.block_of(phrases.spans[i : i + 1, 0])[0]),
+                    int(phrases.spans[i, 0]),
+                    int(phrases.spans[i, 1]),
+                    float(phrases.span_scores[i]),
+                )
                 for i in best
             )
-            answers.append(Answer(self.surface(evidence[0]), ids, float(phrases.scores[rank]), evidence))
+            answers.append(Answer(self.evidence.surface(evidence[0]), ids, float(phrases.scores[rank]), evidence))
         return answers
 
-    # --- evidence -----------------------------------------------------------------------
 
-    def passage(self, block: int) -> Passage:
-        """The block's id, title and text, with the character span of each content token."""
-        block_id, title, text = self._block_row(block)
-        passage = encoder_input(title, text)
-        enc = self.tokenizer(passage, return_offsets_mapping=True)
-        before, after = self._frame
-        chars = [tuple(c) for c in enc["offset_mapping"][before : len(enc["input_ids"]) - after]]
-        n = int(self.corpus.offsets[block + 1] - self.corpus.offsets[block])
-        if len(chars) != n:
-            raise ValueError(f"block {block_id}: {len(chars)} tokens when tokenized again, {n} in the index")
-        return Passage(block_id, title, passage, chars)
-
-    def surface(self, evidence: Evidence) -> str:
-        """The passage's own characters of an evidence span (not word pieces decoded again:
-        "left-wing", "São Paulo" stay as written)."""
-        p = self.passage(evidence.block)
-        lo = int(self.corpus.offsets[evidence.block])
-        return p.text[p.token_chars[evidence.first - lo][0] : p.token_chars[evidence.last - lo][1]]
-
-    def evidence_dict(self, evidence: Evidence) -> dict:
-        """{"block_id", "title", "text", "start", "end"}: the span's characters are text[start:end]."""
-        p = self.passage(evidence.block)
-        lo = int(self.corpus.offsets[evidence.block])
-        return {
-            "block_id": p.block_id, "title": p.title, "text": p.text,
-            "start": p.token_chars[evidence.first - lo][0], "end": p.token_chars[evidence.last - lo][1],
-        }
-
-    def _block_row(self, block: int) -> tuple[str, str, str]:
-        """(block_id, title, text) of a global block number, read from the corpus snapshot (a shard at a time, cached)."""
-        bounds = np.cumsum([0, *self.manifest.config["shard_blocks"]])
-        shard = int(np.searchsorted(bounds, block, side="right") - 1)
-        if shard not in self._passages:
-            corpus_url = self.manifest.inputs[0]["corpus"]
-            path, entry = sorted(read_manifest(corpus_url).files.items())[shard]
-            table = read_shard(corpus_url, path, entry, ["block_id", "title", "text"])
-            self._passages[shard] = list(zip(*(table.column(c).to_pylist() for c in ("block_id", "title", "text")), strict=True))
-        return self._passages[shard][block - int(bounds[shard])]
+def foreign_encoder(
+    index: IndexSnapshot, encoder: str | None, tokenizer: PreTrainedTokenizerFast, model: PreTrainedModel
+) -> str | None:
+    """Why the encoder cannot search the index's vectors (None when it can: the same weights).
+    Another tokenizer is refused outright; another encoder of the same tokenizer answers
+    BM25-restricted queries only, since those encode their passages again."""
+    source = encoder or index.encoder or "default"
+    if tokenizer_fingerprint(tokenizer) != open_corpus(index.corpus).tokenizer:
+        raise ValueError(
+            f"index {index.url} holds tokens of another tokenizer than encoder {source!r}'s: "
+            "build an index with this encoder (npmcore index --model …)"
+        )
+    fingerprint = encoder_fingerprint(model)
+    if fingerprint == index.encoder_fingerprint:
+        return None
+    return (
+        f"index {index.url} was built with encoder {index.manifest.config['encoder']!r} "
+        f"(weights {index.encoder_fingerprint}), but encoder {source!r} has weights {fingerprint}: kNN search "
+        "needs an index built with this encoder (npmcore index --model …); BM25-restricted queries work with "
+        "any encoder of the same tokenizer"
+    )
 
 
 def label_token_ids(tokenizer, words: list[str]) -> tuple[np.ndarray, list[str]]:
@@ -330,35 +318,13 @@ def label_token_ids(tokenizer, words: list[str]) -> tuple[np.ndarray, list[str]]
     "great"); returns (ids, the words that are not single tokens and were dropped)."""
     ids, dropped = set(), []
     for word in words:
-        forms = [tokenizer(f" {word.strip()}", add_special_tokens=False)["input_ids"], tokenizer(word.strip(), add_special_tokens=False)["input_ids"]]
+        forms = [
+            tokenizer(f" {word.strip()}", add_special_tokens=False)["input_ids"],
+            tokenizer(word.strip(), add_special_tokens=False)["input_ids"],
+        ]
         single = [f[0] for f in forms if len(f) == 1 and f[0] != tokenizer.unk_token_id]
         if single:
             ids.update(single)
         else:
             dropped.append(word)
     return np.array(sorted(ids), dtype=np.int64), dropped
-
-
-def _open_index(url: str) -> Manifest:
-    manifest = open_snapshot(url)
-    if manifest.kind != KIND:
-        raise ValueError(f"{url} is a {manifest.kind!r} snapshot, not an index (build one with `npmcore index`)")
-    return manifest
-
-
-def _local_folder(url: str, manifest: Manifest, cache: str | None) -> Path:
-    """The snapshot's folder on this machine: itself when local, else a verified copy in ``cache``."""
-    fs, path = fsspec.core.url_to_fs(url)
-    if isinstance(fs, LocalFileSystem):
-        return Path(path)
-    target = Path(cache or Path.home() / ".cache" / "npmcore") / KIND / manifest.id
-    if not (target / "manifest.json").exists():
-        partial = target.with_name(f".tmp-{manifest.id}")
-        shutil.rmtree(partial, ignore_errors=True)
-        for relpath in manifest.files:
-            (partial / relpath).parent.mkdir(parents=True, exist_ok=True)
-            fs.get_file(join(path, relpath), str(partial / relpath))
-        fs.get_file(join(path, "manifest.json"), str(partial / "manifest.json"))
-        open_snapshot(str(partial))  # checksums of the copy
-        partial.rename(target)
-    return target

@@ -14,12 +14,12 @@ split or tokenized again: its rows are copied from the previous shard that holds
 The result is the snapshot a full ingest gives, byte for byte, only built faster.
 """
 
+import functools
 import hashlib
 import io
 import logging
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
-import functools
 from itertools import islice
 from typing import Literal
 
@@ -34,30 +34,34 @@ from npmcore import __version__
 from npmcore.blocks import split_document
 from npmcore.cluster import map_bounded
 from npmcore.corpus import (
-    Document, Format, CorpusError, WikiPage, detect_format, iter_wiki_pages, read_jsonl,
-    read_lines, read_wikiextractor, source_name, wiki_documents,
+    CorpusError,
+    Document,
+    Format,
+    WikiPage,
+    detect_format,
+    iter_wiki_pages,
+    read_jsonl,
+    read_lines,
+    read_wikiextractor,
+    source_name,
+    wiki_documents,
 )
 from npmcore.encoder import load_tokenizer, tokenizer_fingerprint
+from npmcore.snapshots import BLOCK_SCHEMA, CORPUS, open_corpus, read_shard
 from npmcore.storage import (
-    FileEntry, Manifest, SnapshotError, SnapshotWriter, join, open_snapshot, read_manifest, sha256_bytes,
-    sha256_file, snapshot_id, snapshot_url,
+    FileEntry,
+    Manifest,
+    SnapshotWriter,
+    existing_snapshot,
+    join,
+    sha256_bytes,
+    sha256_file,
+    snapshot_id,
+    snapshot_url,
 )
 
 log = logging.getLogger(__name__)
 
-KIND = "corpus"
-BLOCK_SCHEMA = pa.schema([
-    ("block_id", pa.string()),
-    ("doc_id", pa.string()),
-    ("block_index", pa.int32()),
-    ("title", pa.string()),
-    ("source", pa.string()),
-    ("text", pa.string()),
-    ("token_ids", pa.list_(pa.int32())),
-    ("title_tokens", pa.int32()),  # the first title_tokens non-special token ids spell the "{title}. " prefix
-    ("content_hash", pa.string()),
-    ("source_hash", pa.string()),  # sha256 of the document's source (dump pages: page id, title, wikitext)
-])
 _DELIMITERS = {"wikiextractor": b"</doc>\n", "jsonl": b"\n", "lines": b"\n"}
 
 
@@ -94,7 +98,7 @@ class Partition:
 
 
 @dataclass(frozen=True)
-class ShardResult:
+class IngestedShard:
     index: int
     path: str  # relative to the snapshot
     entry: FileEntry
@@ -110,7 +114,9 @@ def expand_inputs(inputs: Iterable[str]) -> list[str]:
     files = []
     for url in inputs:
         fs, path = fsspec.core.url_to_fs(url)
-        matches = [p for p in fs.expand_path(path, recursive=True) if fs.isfile(p)] if fs.exists(path) or "*" in path else []
+        matches = (
+            [p for p in fs.expand_path(path, recursive=True) if fs.isfile(p)] if fs.exists(path) or "*" in path else []
+        )
         if not matches:
             raise CorpusError(f"{url}: no such file or folder")
         for p in sorted(matches):
@@ -135,7 +141,7 @@ def previous_sources(url: str) -> dict[str, str]:
     """Source hash -> shard path of every document of the corpus snapshot at ``url`` (only that
     column is read; the worker that copies rows verifies the shard's checksum). A snapshot made
     before source hashes were kept gives {}: nothing is reused."""
-    manifest = read_manifest(url)
+    manifest = open_corpus(url).manifest
     fs, root = fsspec.core.url_to_fs(url)
     found: dict[str, str] = {}
     for path in sorted(manifest.files):
@@ -143,18 +149,25 @@ def previous_sources(url: str) -> dict[str, str]:
         if "source_hash" not in pq.read_schema(shard, filesystem=fs).names:
             log.info("corpus snapshot %s has no source hashes: nothing of it is reused", url)
             return {}
-        found.update(dict.fromkeys(pq.read_table(shard, columns=["source_hash"], filesystem=fs).column(0).to_pylist(), path))
+        found.update(
+            dict.fromkeys(pq.read_table(shard, columns=["source_hash"], filesystem=fs).column(0).to_pylist(), path)
+        )
     return found
 
 
 def reusable(previous: str, id_config: dict) -> bool:
     """Whether rows of the corpus snapshot ``previous`` can be copied: this package made them
     with the same tokenizer and block length (else they are not, with a warning)."""
-    manifest = read_manifest(previous)
-    if manifest.kind != KIND:
-        raise ValueError(f"{previous} is a {manifest.kind!r} snapshot, not a corpus snapshot")
-    given = {"package_version": manifest.package_version, **{k: manifest.config[k] for k in ("tokenizer", "max_tokens")}}
-    wanted = {"package_version": __version__, "tokenizer": id_config["tokenizer"], "max_tokens": id_config["max_tokens"]}
+    manifest = open_corpus(previous).manifest
+    given = {
+        "package_version": manifest.package_version,
+        **{k: manifest.config[k] for k in ("tokenizer", "max_tokens")},
+    }
+    wanted = {
+        "package_version": __version__,
+        "tokenizer": id_config["tokenizer"],
+        "max_tokens": id_config["max_tokens"],
+    }
     differ = [f"{k} {given[k]!r}, not {v!r}" for k, v in wanted.items() if given[k] != v]
     if differ:
         log.warning("previous corpus %s has %s: every page is parsed again", previous, "; ".join(differ))
@@ -248,7 +261,7 @@ def previous_rows(part: Partition) -> dict[str, list[dict]]:
             wanted.setdefault(page.shard, set()).add(page.source_hash)
     if not wanted:
         return {}
-    files = read_manifest(part.previous).files
+    files = open_corpus(part.previous).manifest.files
     rows: dict[str, list[dict]] = {}
     for shard, hashes in wanted.items():
         table = read_shard(part.previous, shard, files[shard])
@@ -257,7 +270,7 @@ def previous_rows(part: Partition) -> dict[str, list[dict]]:
     return rows
 
 
-def write_shard(part: Partition, staging: str, encoder: str | None, max_tokens: int) -> ShardResult:
+def write_shard(part: Partition, staging: str, encoder: str | None, max_tokens: int) -> IngestedShard:
     """Read, clean, split and tokenize one partition; write its Parquet shard (runs on a worker)."""
     tokenizer = load_tokenizer(encoder)
     rows = {name: [] for name in BLOCK_SCHEMA.names}
@@ -285,7 +298,9 @@ def write_shard(part: Partition, staging: str, encoder: str | None, max_tokens: 
     with fsspec.open(join(staging, path), "wb") as f:
         f.write(data)
     reused = sum(isinstance(page, ReusedPage) for page in part.pages)
-    return ShardResult(part.index, path, FileEntry(sha256_bytes(data), len(data)), docs, empty, len(rows["block_id"]), tokens, reused)
+    return IngestedShard(
+        part.index, path, FileEntry(sha256_bytes(data), len(data)), docs, empty, len(rows["block_id"]), tokens, reused
+    )
 
 
 def ingest(
@@ -293,7 +308,7 @@ def ingest(
     store: str,
     config: IngestConfig = IngestConfig(),
     client: Client | None = None,
-    on_shard: Callable[[ShardResult], None] | None = None,
+    on_shard: Callable[[IngestedShard], None] | None = None,
     previous: str | None = None,
 ) -> str:
     """Ingest ``inputs`` into a corpus snapshot under ``store``; returns its URL.
@@ -310,7 +325,8 @@ def ingest(
     formats = [detect_format(u) if config.format == "auto" else config.format for u in files]
     tokenizer = load_tokenizer(config.encoder)
     input_entries = [
-        {"url": u, "source": source_name(u), "format": f, **asdict(sha256_file(u))} for u, f in zip(files, formats, strict=True)
+        {"url": u, "source": source_name(u), "format": f, **asdict(sha256_file(u))}
+        for u, f in zip(files, formats, strict=True)
     ]
     id_config = {
         "max_tokens": config.max_tokens,
@@ -318,19 +334,18 @@ def ingest(
         "partition_bytes": config.partition_bytes,
         "pages_per_partition": config.pages_per_partition,
     }
-    snap_id = snapshot_id(KIND, [{k: e[k] for k in ("source", "format", "sha256")} for e in input_entries], id_config)
-    existing = snapshot_url(store, KIND, snap_id)
-    try:
-        open_snapshot(existing)
-        log.info("corpus snapshot %s already exists; nothing to do", existing)
-        return existing
-    except SnapshotError:  # absent, incomplete or broken: build it (again)
-        pass
+    snap_id = snapshot_id(CORPUS, [{k: e[k] for k in ("source", "format", "sha256")} for e in input_entries], id_config)
+    url = snapshot_url(store, CORPUS, snap_id)
+    if existing_snapshot(url):
+        log.info("corpus snapshot %s already exists; nothing to do", url)
+        return url
 
     if previous is not None and not reusable(previous, id_config):
         previous = None
-    with SnapshotWriter(store, KIND, snap_id) as writer:
-        fn = functools.partial(write_shard, staging=writer.url("").rstrip("/"), encoder=config.encoder, max_tokens=config.max_tokens)
+    with SnapshotWriter(store, CORPUS, snap_id) as writer:
+        fn = functools.partial(
+            write_shard, staging=writer.url("").rstrip("/"), encoder=config.encoder, max_tokens=config.max_tokens
+        )
         results = []
         for result in map_bounded(fn, plan_partitions(files, formats, config, previous), client):
             results.append(result)
@@ -347,27 +362,11 @@ def ingest(
         for r in results:
             writer.add(r.path, r.entry)
         manifest = Manifest(
-            kind=KIND, id=snap_id, inputs=input_entries,
+            kind=CORPUS,
+            id=snap_id,
+            inputs=input_entries,
             config={**id_config, "encoder": config.encoder or "default"},
-            counts={**counts, "shards": len(results)}, files=dict(writer.files),
+            counts={**counts, "shards": len(results)},
+            files=dict(writer.files),
         )
         return writer.commit(manifest)
-
-
-def read_shard(url: str, path: str, entry: FileEntry, columns: list[str] | None = None) -> pa.Table:
-    """One block shard of the corpus snapshot at ``url``, checked against its manifest entry
-    (read once: hashed in memory, then parsed)."""
-    with fsspec.open(join(url, path), "rb") as f:
-        data = f.read()
-    if sha256_bytes(data) != entry.sha256:
-        raise SnapshotError(f"snapshot {url}: checksum mismatch in {path} (manifest sha256 {entry.sha256[:12]}…)")
-    return pq.read_table(io.BytesIO(data), columns=columns)
-
-
-def read_blocks(url: str, columns: list[str] | None = None) -> Iterator[pa.Table]:
-    """The block tables of a corpus snapshot, one per shard, in order, each verified as it is read."""
-    manifest = read_manifest(url)
-    if manifest.kind != KIND:
-        raise ValueError(f"{url} is a {manifest.kind!r} snapshot, not a corpus snapshot")
-    for path, entry in sorted(manifest.files.items()):
-        yield read_shard(url, path, entry, columns)

@@ -14,15 +14,21 @@ a batch happens to have and the learning rate transfers between batch sizes.
 
 Positives are given as flat index arrays (one entry per positive token, P in all), as
 the span masker produces them. A positive listed twice counts once (positives are a
-set). Everything is computed on dense (S, B*T) similarity matrices with ``-inf``
-masking and ``logsumexp``: no Python loops over spans. Logits are computed in at least
-float32, so bf16/fp16 encoder outputs do not lose precision in the softmax.
+set). Queries are scored in chunks of ``chunk`` against all B*T keys: dense (chunk, B*T)
+similarities with ``-inf`` masking and ``logsumexp``, no Python loops over spans. With
+more than one chunk, each chunk's similarities are recomputed in the backward pass
+instead of kept (activation checkpointing): at the paper's 512 x 256-token batches, ~10k
+spans against 131k keys would otherwise hold tens of GB of logits. Logits are computed
+in at least float32, so bf16/fp16 encoder outputs do not lose precision in the softmax.
 """
 
 import math
 
 import torch
 from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+QUERY_CHUNK = 2048  # queries scored at once: a (2048, B*T) float32 block is 1 GB at B*T = 131k
 
 
 def span_loss(
@@ -35,6 +41,7 @@ def span_loss(
     pos_seq: Tensor,
     pos_start: Tensor,
     pos_end: Tensor,
+    chunk: int = QUERY_CHUNK,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """NPM span loss: mean over spans of L_start + L_end.
 
@@ -48,6 +55,7 @@ def span_loss(
         pos_seq: (P,) integer, the sequence of each positive occurrence (!= its span's).
         pos_start: (P,) integer, position of the occurrence's first token in ``pos_seq``.
         pos_end: (P,) integer, position of the occurrence's last token in ``pos_seq``.
+        chunk: queries scored at once (memory, not results, depends on it).
 
     Returns:
         loss: scalar tensor (differentiable w.r.t. queries and keys).
@@ -63,12 +71,12 @@ def span_loss(
         raise ValueError(f"q_start {tuple(q_start.shape)} and q_end {tuple(q_end.shape)} must have the same shape")
     _check_queries(q_start, keys, span_seq, "q_start")
     _check_queries(q_end, keys, span_seq, "q_end")
-    cand = _candidates(keys, key_mask, span_seq)  # (S, B*T)
-    pos_s = _positives(cand, keys.shape[1], span_seq, pos_span, pos_seq, pos_start, "pos_start")
-    pos_e = _positives(cand, keys.shape[1], span_seq, pos_span, pos_seq, pos_end, "pos_end")
+    key_valid, key_seq = _keys(keys, key_mask)
+    flat_s = _positives(key_valid, key_seq, keys.shape[1], span_seq, pos_span, pos_seq, pos_start, "pos_start")
+    flat_e = _positives(key_valid, key_seq, keys.shape[1], span_seq, pos_span, pos_seq, pos_end, "pos_end")
     flat_keys = keys.reshape(-1, keys.shape[-1])  # (B*T, d)
-    loss_s, hit_s = _multi_positive(q_start, flat_keys, cand, pos_s)
-    loss_e, hit_e = _multi_positive(q_end, flat_keys, cand, pos_e)
+    loss_s, hit_s = _multi_positive(q_start, flat_keys, key_valid, key_seq, span_seq, pos_span, flat_s, chunk)
+    loss_e, hit_e = _multi_positive(q_end, flat_keys, key_valid, key_seq, span_seq, pos_span, flat_e, chunk)
     stats = {
         "start_acc": hit_s.float().mean(),
         "end_acc": hit_e.float().mean(),
@@ -85,6 +93,7 @@ def token_loss(
     pos_span: Tensor,
     pos_seq: Tensor,
     pos_start: Tensor,
+    chunk: int = QUERY_CHUNK,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """NPM single loss: one query per masked token, mean over queries.
 
@@ -95,6 +104,7 @@ def token_loss(
         pos_span: (P,) integer, the query each positive belongs to.
         pos_seq: (P,) integer, the sequence of each positive (same token id, != its query's).
         pos_start: (P,) integer, the position of each positive in ``pos_seq``.
+        chunk: queries scored at once.
 
     Returns:
         loss: scalar tensor.
@@ -104,34 +114,81 @@ def token_loss(
         ValueError, TypeError: as :func:`span_loss`.
     """
     _check_queries(q, keys, span_seq, "q")
-    cand = _candidates(keys, key_mask, span_seq)  # (S, B*T)
-    pos = _positives(cand, keys.shape[1], span_seq, pos_span, pos_seq, pos_start, "pos_start")
-    loss, hit = _multi_positive(q, keys.reshape(-1, keys.shape[-1]), cand, pos)
+    key_valid, key_seq = _keys(keys, key_mask)
+    flat = _positives(key_valid, key_seq, keys.shape[1], span_seq, pos_span, pos_seq, pos_start, "pos_start")
+    loss, hit = _multi_positive(
+        q, keys.reshape(-1, keys.shape[-1]), key_valid, key_seq, span_seq, pos_span, flat, chunk
+    )
     return loss.mean(), {"acc": hit.float().mean(), "tokens": torch.tensor(q.shape[0], device=q.device)}
 
 
-def _multi_positive(q: Tensor, flat_keys: Tensor, cand: Tensor, pos: Tensor) -> tuple[Tensor, Tensor]:
-    """Per-query loss -log(Σ_pos exp(sim) / Σ_cand exp(sim)) (S,) and top-1 hit (S,) bool."""
-    logits = q @ flat_keys.T  # (S, B*T)
+def _multi_positive(
+    q: Tensor,
+    flat_keys: Tensor,
+    key_valid: Tensor,
+    key_seq: Tensor,
+    span_seq: Tensor,
+    pos_span: Tensor,
+    pos_flat: Tensor,
+    chunk: int,
+) -> tuple[Tensor, Tensor]:
+    """Per-query loss -log(Σ_pos exp(sim) / Σ_cand exp(sim)) (S,) and top-1 hit (S,) bool, chunk by chunk."""
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk}")
+    S = q.shape[0]
+    recompute = S > chunk and torch.is_grad_enabled()
+    losses, hits = [], []
+    for lo in range(0, S, chunk):
+        hi = min(S, lo + chunk)
+        mine = (pos_span >= lo) & (pos_span < hi)
+        args = (q[lo:hi], flat_keys, key_valid, key_seq, span_seq[lo:hi], pos_span[mine] - lo, pos_flat[mine])
+        loss, hit = checkpoint(_chunk_loss, *args, use_reentrant=False) if recompute else _chunk_loss(*args)
+        losses.append(loss)
+        hits.append(hit)
+    return torch.cat(losses), torch.cat(hits)
+
+
+def _chunk_loss(
+    q: Tensor,
+    flat_keys: Tensor,
+    key_valid: Tensor,
+    key_seq: Tensor,
+    span_seq: Tensor,
+    pos_span: Tensor,
+    pos_flat: Tensor,
+) -> tuple[Tensor, Tensor]:
+    """The loss and top-1 hit of a chunk of s queries against every key."""
+    logits = q @ flat_keys.T  # (s, B*T)
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / math.sqrt(q.shape[-1])
-    masked = logits.masked_fill(~cand, -math.inf)  # (S, B*T): own sequence and padding excluded
-    loss = torch.logsumexp(masked, dim=1) - torch.logsumexp(masked.masked_fill(~pos, -math.inf), dim=1)  # (S,)
-    hit = pos.gather(1, masked.detach().argmax(dim=1, keepdim=True)).squeeze(1)  # (S,)
+    cand = key_valid[None, :] & (key_seq[None, :] != span_seq[:, None])  # (s, B*T): own sequence and padding out
+    masked = logits.masked_fill(~cand, -math.inf)
+    pos = torch.zeros_like(cand)
+    pos[pos_span, pos_flat] = True  # a positive listed twice counts once
+    loss = torch.logsumexp(masked, dim=1) - torch.logsumexp(masked.masked_fill(~pos, -math.inf), dim=1)  # (s,)
+    hit = pos.gather(1, masked.detach().argmax(dim=1, keepdim=True)).squeeze(1)  # (s,)
     return loss, hit
 
 
-def _candidates(keys: Tensor, key_mask: Tensor, span_seq: Tensor) -> Tensor:
-    """(S, B*T) bool: real key tokens of sequences other than each query's."""
+def _keys(keys: Tensor, key_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """(B*T,) bool: real key tokens, and (B*T,) long: the sequence of each key."""
     B, T, _ = keys.shape
     if key_mask.shape != (B, T):
         raise ValueError(f"key_mask has shape {tuple(key_mask.shape)}, expected (B, T) = {(B, T)} from keys")
-    key_seq = torch.arange(B, device=keys.device).repeat_interleave(T)  # (B*T,)
-    return key_mask.reshape(1, B * T).bool() & (key_seq[None, :] != span_seq[:, None])  # (S, B*T)
+    return key_mask.reshape(B * T).bool(), torch.arange(B, device=keys.device).repeat_interleave(T)
 
 
-def _positives(cand: Tensor, T: int, span_seq: Tensor, pos_span: Tensor, pos_seq: Tensor, pos_tok: Tensor, name: str) -> Tensor:
-    """(S, B*T) bool mask of each query's positives; checks they are candidates and that none is missing."""
-    S, N = cand.shape
+def _positives(
+    key_valid: Tensor,
+    key_seq: Tensor,
+    T: int,
+    span_seq: Tensor,
+    pos_span: Tensor,
+    pos_seq: Tensor,
+    pos_tok: Tensor,
+    name: str,
+) -> Tensor:
+    """(P,) flat key index of each positive; checks they are candidates and that no span lacks one."""
+    S, N = span_seq.shape[0], key_valid.shape[0]
     P = pos_span.shape[0]
     _check_index(pos_span, "pos_span", S)
     _check_index(pos_seq, "pos_seq", N // T)
@@ -142,7 +199,7 @@ def _positives(cand: Tensor, T: int, span_seq: Tensor, pos_span: Tensor, pos_seq
             f"got pos_seq {tuple(pos_seq.shape)}, {name} {tuple(pos_tok.shape)}"
         )
     flat = pos_seq * T + pos_tok  # (P,)
-    bad = ~cand[pos_span, flat]  # (P,)
+    bad = ~(key_valid[flat] & (key_seq[flat] != span_seq[pos_span]))  # (P,) not a candidate of its query
     if bad.any():
         p = int(bad.nonzero()[0, 0])
         g = int(pos_span[p])
@@ -150,13 +207,13 @@ def _positives(cand: Tensor, T: int, span_seq: Tensor, pos_span: Tensor, pos_seq
             f"positive {p} of span {g} (sequence {int(span_seq[g])}) is at sequence {int(pos_seq[p])}, "
             f"{name} {int(pos_tok[p])}: that is padding or the span's own sequence"
         )
-    pos = torch.zeros_like(cand)
-    pos[pos_span, flat] = True  # a positive listed twice counts once
-    empty = ~pos.any(dim=1)  # (S,)
+    empty = torch.bincount(pos_span, minlength=S) == 0  # (S,)
     if empty.any():
         g = int(empty.nonzero()[0, 0])
-        raise ValueError(f"span {g} (sequence {int(span_seq[g])}) has no positive; {int(empty.sum())} of {S} spans have none")
-    return pos
+        raise ValueError(
+            f"span {g} (sequence {int(span_seq[g])}) has no positive; {int(empty.sum())} of {S} spans have none"
+        )
+    return flat
 
 
 def _check_queries(q: Tensor, keys: Tensor, span_seq: Tensor, name: str) -> None:

@@ -53,7 +53,9 @@ class MaskingConfig:
     max_span: int = 10  # longest masked n-gram, in tokens
     max_spans_per_seq: int = 128  # paper: 128 (its reference code: 64)
     max_ngram_masks: int = 10  # an n-gram masked more than this many times in the batch is not masked again
-    content_words: bool = False  # mask only spans whose first and last words are content words: not one token spelling a stopword or punctuation
+    # mask only spans whose first and last words are content words (not one token spelling a function word
+    # or punctuation)
+    content_words: bool = False
 
     def __post_init__(self):
         if not 0 < self.ratio <= 1:
@@ -119,7 +121,15 @@ def mask_spans(
     occ_seq, occ_start = np.divmod(occ_at, ids.shape[1])
     w = occ_whole
     chosen = _sample_spans(
-        occ_seq[w], occ_start[w], occ_len[w], occ_group[w], _budget(config.ratio, content), lengths, limit, config, generator
+        occ_seq[w],
+        occ_start[w],
+        occ_len[w],
+        occ_group[w],
+        _budget(config.ratio, content),
+        lengths,
+        limit,
+        config,
+        generator,
     )
     return _assemble(ids, lengths, chosen, occ_seq, occ_start, group_lo, 2, tokenizer)
 

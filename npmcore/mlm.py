@@ -66,7 +66,9 @@ def mask_mlm(
     need = np.maximum(1, np.ceil(np.round(ratio * content.sum(1), 6))).astype(np.int64) * (content.sum(1) > 0)
     keys = torch.rand((B, T), generator=generator, dtype=torch.float64).numpy()
     keys[~content] = np.inf
-    rank = np.argsort(np.argsort(keys, axis=1, kind="stable"), axis=1, kind="stable")  # (B, T) rank of each key in its row
+    rank = np.argsort(
+        np.argsort(keys, axis=1, kind="stable"), axis=1, kind="stable"
+    )  # (B, T) rank of each key in its row
     chosen = rank < need[:, None]  # (B, T) the need[b] smallest keys of each row
     positions = np.flatnonzero(chosen)
     labels = ids.ravel()[positions]
@@ -83,7 +85,9 @@ def mask_mlm(
     )
 
 
-def mlm_loss(hidden: Tensor, head: torch.nn.Module, positions: Tensor, labels: Tensor) -> tuple[Tensor, dict[str, Tensor]]:
+def mlm_loss(
+    hidden: Tensor, head: torch.nn.Module, positions: Tensor, labels: Tensor
+) -> tuple[Tensor, dict[str, Tensor]]:
     """Mean cross-entropy of the MLM head's predictions at ``positions``.
 
     Args:

@@ -57,8 +57,10 @@ def candidate_spans(corpus: Corpus, starts: np.ndarray, ends: np.ndarray, l_max:
         starts, ends: global ids of the tokens retrieved for q_start and q_end (any shape; -1 ignored).
         l_max: longest span in tokens.
     """
-    spans = [_spans_from(corpus, np.unique(starts[starts >= 0]), l_max, +1),
-             _spans_from(corpus, np.unique(ends[ends >= 0]), l_max, -1)]
+    spans = [
+        _spans_from(corpus, np.unique(starts[starts >= 0]), l_max, +1),
+        _spans_from(corpus, np.unique(ends[ends >= 0]), l_max, -1),
+    ]
     both = np.concatenate(spans)
     return np.unique(both, axis=0) if len(both) else both
 
@@ -90,7 +92,9 @@ def _spans_from(corpus: Corpus, anchors: np.ndarray, l_max: int, direction: int)
     clean = ~np.logical_or.accumulate(special, axis=1)  # no special token between anchor and other end
     first = anchors[:, None] if direction > 0 else safe
     last = safe if direction > 0 else anchors[:, None]
-    ok = clean & _whole_words(corpus, np.broadcast_to(first, safe.shape), np.broadcast_to(last, safe.shape), hi[:, None])
+    ok = clean & _whole_words(
+        corpus, np.broadcast_to(first, safe.shape), np.broadcast_to(last, safe.shape), hi[:, None]
+    )
     return np.stack([np.broadcast_to(first, safe.shape)[ok], np.broadcast_to(last, safe.shape)[ok]], axis=1)
 
 
@@ -120,7 +124,9 @@ class Phrases:
     phrase_of_span: np.ndarray  # (n,) the phrase (row of token_ids) each position spells
 
 
-def score_phrases(corpus: Corpus, spans: np.ndarray, sim_first: np.ndarray, sim_last: np.ndarray, tau: float, l_max: int) -> Phrases:
+def score_phrases(
+    corpus: Corpus, spans: np.ndarray, sim_first: np.ndarray, sim_last: np.ndarray, tau: float, l_max: int
+) -> Phrases:
     """Aggregate ``exp(sim_first / tau) + exp(sim_last / tau)`` over the positions of each distinct phrase.
 
     Args:

@@ -10,7 +10,12 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 def shard_progress(description: str) -> Iterator[Callable[[object], None]]:
     """Yields a callback taking a result with ``docs``, ``blocks`` and ``tokens`` counts."""
     totals = {"shards": 0, "docs": 0, "blocks": 0, "tokens": 0}
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TextColumn("{task.fields[totals]}"), TimeElapsedColumn())
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TextColumn("{task.fields[totals]}"),
+        TimeElapsedColumn(),
+    )
     with Progress(*columns, transient=False) as progress:
         task_id = progress.add_task(description, totals="")
 
@@ -32,6 +37,8 @@ def step_progress(description: str, total: int) -> Iterator[Callable[[object], N
 
         def update(stats: object) -> None:
             acc = f"start-acc {stats.start_acc:.2f}" if stats.start_acc is not None else f"mlm-acc {stats.mlm_acc:.2f}"
-            progress.update(task_id, completed=stats.step, stats=f"loss {stats.loss:.3f} {acc} {stats.tokens_per_s:,.0f} tok/s")
+            progress.update(
+                task_id, completed=stats.step, stats=f"loss {stats.loss:.3f} {acc} {stats.tokens_per_s:,.0f} tok/s"
+            )
 
         yield update

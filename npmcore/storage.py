@@ -16,10 +16,13 @@ package version), so the same inputs map to the same snapshot and re-running is 
 import hashlib
 import json
 import logging
+import os
+import shutil
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import fsspec
@@ -188,9 +191,12 @@ def read_manifest(url: str) -> Manifest:
         raise SnapshotError(f"{path} is not a valid manifest: {e}") from e
 
 
-def open_snapshot(url: str, verify: bool = True) -> Manifest:
-    """Read a snapshot's manifest and, with ``verify``, check every file's sha256."""
+def open_snapshot(url: str, kind: str | None = None, verify: bool = True) -> Manifest:
+    """Read a snapshot's manifest, check it is of ``kind`` (when given) and, with ``verify``,
+    every file's sha256."""
     manifest = read_manifest(url)
+    if kind is not None and manifest.kind != kind:
+        raise SnapshotError(f"{url} is a {manifest.kind!r} snapshot, not a {kind!r} snapshot")
     if verify:
         for relpath, expected in sorted(manifest.files.items()):
             try:
@@ -204,6 +210,43 @@ def open_snapshot(url: str, verify: bool = True) -> Manifest:
                     f"found {actual.sha256[:12]}…, {actual.bytes} bytes)"
                 )
     return manifest
+
+
+def existing_snapshot(url: str, verify: bool = True) -> Manifest | None:
+    """The manifest of a complete (and, with ``verify``, intact) snapshot at ``url``; None when
+    there is none or it is incomplete or broken, so that it is built (again)."""
+    try:
+        return open_snapshot(url, verify=verify)
+    except SnapshotError:
+        return None
+
+
+def cache_dir() -> Path:
+    """Where local copies of remote snapshots and other derived files go: ``$XDG_CACHE_HOME/npmcore``
+    (default ``~/.cache/npmcore``)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "npmcore"
+
+
+def local_folder(url: str, cache: Path | None = None) -> Path:
+    """A snapshot's folder on this machine: itself when local, else a verified copy made once
+    in ``{cache}/{kind}/{id}`` (default :func:`cache_dir`; written under a temporary name, then renamed)."""
+    fs, path = fsspec.core.url_to_fs(url)
+    if isinstance(fs, LocalFileSystem):
+        return Path(path)
+    manifest = open_snapshot(url, verify=False)
+    target = (cache or cache_dir()) / manifest.kind / manifest.id
+    if not (target / MANIFEST).exists():
+        partial = target.with_name(f".tmp-{manifest.id}-{uuid.uuid4().hex[:8]}")
+        for relpath in [*manifest.files, MANIFEST]:
+            (partial / relpath).parent.mkdir(parents=True, exist_ok=True)
+            fs.get_file(join(path, relpath), str(partial / relpath))
+        open_snapshot(str(partial))  # checksums of the copy
+        if (target / MANIFEST).exists():  # copied meanwhile by another process
+            shutil.rmtree(partial)
+        else:
+            shutil.rmtree(target, ignore_errors=True)
+            partial.rename(target)
+    return target
 
 
 def list_snapshots(store: str, kind: str) -> list[tuple[str, Manifest]]:

@@ -1,4 +1,4 @@
-"""MLflow: where runs go, and logging a trained encoder into the Model Registry."""
+"""MLflow: where runs go, the model registry (register, export, resolve) and the queries the CLI shows."""
 
 import logging
 import os
@@ -76,15 +76,28 @@ def check_server(uri: str, timeout_s: float = 10) -> None:
         ) from e
 
 
+def tracking_uri(store: str) -> str:
+    """``MLFLOW_TRACKING_URI`` (a server must answer within 10 s), or a SQLite store inside a local store root."""
+    uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if uri:
+        check_server(uri)
+        return uri
+    return default_tracking_uri(store)
+
+
 def default_tracking_uri(store: str) -> str:
     """A SQLite tracking store inside a local store root (used when MLFLOW_TRACKING_URI is unset)."""
     if "://" in store and not store.startswith("file://"):
-        raise ValueError(
-            f"store {store} is not local: set MLFLOW_TRACKING_URI to an MLflow server (mlflow server …)"
-        )
+        raise ValueError(f"store {store} is not local: set MLFLOW_TRACKING_URI to an MLflow server (mlflow server …)")
     root = Path(store.removeprefix("file://")).resolve()
     root.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{root / 'mlflow.db'}"
+
+
+def log_config(config: dict, run_dir: str) -> None:
+    """A training run's config as params and its run folder (checkpoints) as the ``run_dir`` tag."""
+    mlflow.log_params(flat_params(config))
+    mlflow.set_tag("run_dir", run_dir)
 
 
 def log_encoder(tokenizer: PreTrainedTokenizerFast, model: PreTrainedModel, alias: str | None = None) -> str:
@@ -106,6 +119,36 @@ def log_encoder(tokenizer: PreTrainedTokenizerFast, model: PreTrainedModel, alia
     return f"models:/{REGISTERED_MODEL}/{version}"
 
 
+def register_checkpoint(run_dir: str, uri: str, experiment: str, alias: str | None = None) -> str:
+    """Log the newest checkpoint of a run folder (e.g. written by ``torchrun -m npmcore.train``)
+    in a new MLflow run, as :func:`log_config` and :func:`log_encoder` do for the train flow."""
+    from dataclasses import asdict
+
+    from npmcore.train import load_trained
+
+    tokenizer, model, config = load_trained(run_dir)
+    with tracking(uri, experiment), mlflow.start_run():
+        log_config(asdict(config), run_dir)
+        return log_encoder(tokenizer, model, alias)
+
+
+def register_encoder(folder: str, uri: str, experiment: str, alias: str | None = None) -> str:
+    """Log an encoder folder (e.g. returned by a GPU run, weights in parts) in a new MLflow run;
+    its ``training.json`` (config and metrics, written beside the weights) becomes params and metrics."""
+    import json
+
+    from npmcore.encoder import load_masked_lm
+
+    tokenizer, model = load_masked_lm(folder)
+    with tracking(uri, experiment), mlflow.start_run():
+        summary = Path(folder, "training.json")
+        if summary.exists():
+            training = json.loads(summary.read_text())
+            log_config(training["config"], folder)
+            mlflow.log_metrics({k: float(v) for k, v in training["metrics"].items()})
+        return log_encoder(tokenizer, model, alias)
+
+
 def export_encoder(model_uri: str, store: str) -> str:
     """Copy a registered encoder (``models:/npm-encoder@champion``, ``models:/npm-encoder/3``)
     out of MLflow into an encoder snapshot ``{store}/encoder/{weights digest}`` that every
@@ -113,26 +156,90 @@ def export_encoder(model_uri: str, store: str) -> str:
     import tempfile
 
     from npmcore.encoder import encoder_fingerprint
-    from npmcore.storage import Manifest, SnapshotError, SnapshotWriter, open_snapshot, snapshot_url
+    from npmcore.snapshots import ENCODER
+    from npmcore.storage import Manifest, SnapshotWriter, existing_snapshot, snapshot_url
 
     try:
         components = mlflow.transformers.load_model(model_uri, return_type="components")
     except mlflow.exceptions.MlflowException as e:
-        raise ValueError(f"cannot load {model_uri} from the MLflow registry at {mlflow.get_registry_uri()}: {e.message}") from e
+        raise ValueError(
+            f"cannot load {model_uri} from the MLflow registry at {mlflow.get_registry_uri()}: {e.message}"
+        ) from e
     model, tokenizer = components["model"], components["tokenizer"]
-    snap_id = encoder_fingerprint(model)
-    url = snapshot_url(store, "encoder", snap_id)
-    try:
-        open_snapshot(url)
+    snap_id = encoder_fingerprint(model.base_model)
+    url = snapshot_url(store, ENCODER, snap_id)
+    if existing_snapshot(url):
         return url
-    except SnapshotError:
-        pass
-    with tempfile.TemporaryDirectory() as tmp, SnapshotWriter(store, "encoder", snap_id) as writer:
+    with tempfile.TemporaryDirectory() as tmp, SnapshotWriter(store, ENCODER, snap_id) as writer:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         for path in sorted(Path(tmp).iterdir()):
             with open(path, "rb") as src:
                 data = src.read()
             writer.write_bytes(path.name, data)
-        manifest = Manifest("encoder", snap_id, [{"model_uri": model_uri}], {"fingerprint": snap_id}, {}, dict(writer.files))
+        manifest = Manifest(
+            ENCODER, snap_id, [{"model_uri": model_uri}], {"fingerprint": snap_id}, {}, dict(writer.files)
+        )
         return writer.commit(manifest)
+
+
+def resolve_encoder(model: str | None, store: str) -> str | None:
+    """A loadable encoder location: registry URIs (``models:/…``) are exported into the store once."""
+    if model is None or not model.startswith("models:/"):
+        return model
+    with tracking(tracking_uri(store), "npm-index"):
+        return export_encoder(model, store)
+
+
+def logged_curve(client: MlflowClient, run_id: str) -> dict[int, dict[str, float]]:
+    """Every learning-curve point of a training run, the newest value per step: ``eval.<task>``
+    scores and ``heldout.<…>_acc`` accuracies, as {step: {metric: value}}."""
+    curve: dict[int, dict[str, float]] = {}
+    for key in client.get_run(run_id).data.metrics:
+        if key.startswith("eval.") or (key.startswith("heldout.") and key.endswith("acc")):
+            for m in sorted(client.get_metric_history(run_id, key), key=lambda m: m.timestamp):
+                curve.setdefault(m.step, {})[key] = m.value
+    return curve
+
+
+SCORES = ("accuracy", "exact_match", "macro_exact_match")
+
+
+def compare(uri: str, experiment: str, items: list[str]) -> dict[str, dict[str, str]]:
+    """Scores side by side: per item (an evaluation run id, or a model: its newest run per task
+    and system), ``{"<task>/<system> <metric>": score, "corpus tokens": …}``."""
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        raise ValueError(f"no MLflow experiment {experiment!r} at {uri}: run npmcore eval first")
+    columns: dict[str, dict[str, str]] = {}
+    for item in items:
+        try:
+            runs = (
+                [client.get_run(item)]
+                if _looks_like_run_id(item)
+                else client.search_runs(
+                    [found.experiment_id],
+                    filter_string=f"params.model = '{item}'",
+                    order_by=["attributes.start_time DESC"],
+                )
+            )
+        except mlflow.exceptions.MlflowException as e:
+            raise ValueError(f"{item}: {e.message}") from None
+        if not runs:
+            raise ValueError(
+                f"{item}: no evaluation run in experiment {experiment!r} (run npmcore eval --model {item})"
+            )
+        cells: dict[str, str] = {}
+        for run in runs:  # newest first: keep the newest score of each task and system
+            params = run.data.params
+            for name, value in run.data.metrics.items():
+                if name in SCORES:
+                    cells.setdefault(f"{params.get('task')}/{params.get('system')} {name}", f"{value:.4f}")
+            cells.setdefault("corpus tokens", params.get("corpus_tokens", ""))
+        columns[item] = cells
+    return columns
+
+
+def _looks_like_run_id(item: str) -> bool:
+    return len(item) == 32 and all(c in "0123456789abcdef" for c in item)

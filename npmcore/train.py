@@ -32,6 +32,7 @@ import math
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, fields, replace
+from pathlib import Path
 from typing import Literal
 
 import fsspec
@@ -42,10 +43,12 @@ from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from npmcore.batching import Batch, by_length, iter_batches
-from npmcore.encoder import base_encoder_path, load_masked_lm, mlm_head
+from npmcore.bundle import bundle_info, is_bundle
+from npmcore.encoder import base_encoder_path, load_masked_lm, local_model_dir, mlm_head, save_fp16
 from npmcore.loss import span_loss, token_loss
 from npmcore.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens
 from npmcore.mlm import MLMBatch, mask_mlm, mlm_loss
+from npmcore.snapshots import open_corpus
 from npmcore.storage import Manifest, SnapshotWriter, join, list_snapshots, open_snapshot
 
 log = logging.getLogger(__name__)
@@ -58,7 +61,9 @@ class TrainConfig:
     """Defaults are the small CPU preset; :data:`PRESETS` has the paper's GPU setting."""
 
     corpus: str  # corpus snapshot URL (blocks to train on)
-    encoder: str | None = None  # initial encoder: path or cached HF name; None = MiniLM-L6 as published (base_encoder_path)
+    encoder: str | None = (
+        None  # initial encoder: path or cached HF name; None = MiniLM-L6 as published (base_encoder_path)
+    )
     objective: Objective = "npm"  # "npm" (span masking), "npm-single" (token masking) or "mlm" (BERT masked-LM stage)
     mlm_weight: float = 0.0  # npm objectives: weight of an auxiliary MLM loss in the same step; 0 = none
     steps: int = 300  # optimizer steps
@@ -78,7 +83,9 @@ class TrainConfig:
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 2:
-            raise ValueError(f"need steps >= 1 and batch_size >= 2, got steps={self.steps}, batch_size={self.batch_size}")
+            raise ValueError(
+                f"need steps >= 1 and batch_size >= 2, got steps={self.steps}, batch_size={self.batch_size}"
+            )
         if self.batch_size % self.grad_accum:
             raise ValueError(f"batch_size {self.batch_size} is not a multiple of grad_accum {self.grad_accum}")
         if not 0 <= self.warmup_steps < self.steps:
@@ -89,19 +96,45 @@ class TrainConfig:
         if self.dropout is not None and not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.mlm_weight < 0 or (self.objective == "mlm" and self.mlm_weight):
-            raise ValueError(f"mlm_weight must be >= 0 and is for npm objectives only, got {self.mlm_weight} with {self.objective!r}")
+            raise ValueError(
+                f"mlm_weight must be >= 0 and is for npm objectives only, got {self.mlm_weight} with {self.objective!r}"
+            )
 
 
 PRESETS: dict[str, dict] = {
     # Paper (Min et al. 2023, RoBERTa-large): 512 x 256-token sequences per step on 32 GPUs.
-    "paper": dict(steps=100_000, batch_size=512, lr=3e-5, warmup_steps=4_000, weight_decay=0.01, checkpoint_every=5_000),
+    "paper": dict(
+        steps=100_000, batch_size=512, lr=3e-5, warmup_steps=4_000, weight_decay=0.01, checkpoint_every=5_000
+    ),
     "cpu-small": {},
     # The masked-LM stage before NPM on CPU: BERT masking, a fresh head on the packaged MiniLM-L6.
-    "cpu-mlm": dict(objective="mlm", steps=2_000, batch_size=32, lr=5e-4, warmup_steps=100, checkpoint_every=200, dropout=0.0),
+    "cpu-mlm": dict(
+        objective="mlm", steps=2_000, batch_size=32, lr=5e-4, warmup_steps=100, checkpoint_every=200, dropout=0.0
+    ),
     # The shipped default encoder's recipe (model card: npmcore/checkpoints/npm-minilm-l6/README.md): masking
     # only spans of content words spends the small CPU budget on what open-set answers are made of.
-    "cpu-quality": dict(steps=800, batch_size=16, lr=1.5e-4, warmup_steps=100, checkpoint_every=100,
-                        masking=MaskingConfig(content_words=True)),
+    "cpu-quality": dict(
+        steps=800,
+        batch_size=16,
+        lr=1.5e-4,
+        warmup_steps=100,
+        checkpoint_every=100,
+        masking=MaskingConfig(content_words=True),
+    ),
+    # One lent GPU for minutes (infra/README.md, GPU campaign; not yet run on a GPU): the paper's batch
+    # of 512 x 256 tokens for NPM, a learning rate for a 6-layer encoder, no dropout in short runs.
+    "gpu-mlm": dict(
+        objective="mlm", steps=4_000, batch_size=256, lr=5e-4, warmup_steps=200, checkpoint_every=250, dropout=0.0
+    ),
+    "gpu-npm": dict(
+        steps=2_000,
+        batch_size=512,
+        lr=1e-4,
+        warmup_steps=100,
+        checkpoint_every=100,
+        dropout=0.0,
+        masking=MaskingConfig(content_words=True),
+    ),
 }
 
 
@@ -170,7 +203,9 @@ def _rank_world() -> tuple[int, int]:
     return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
 
 
-def mask_batch(batch: Batch, tokenizer: PreTrainedTokenizerFast, config: TrainConfig, step: int, micro: int) -> StepBatch:
+def mask_batch(
+    batch: Batch, tokenizer: PreTrainedTokenizerFast, config: TrainConfig, step: int, micro: int
+) -> StepBatch:
     """Mask one (global) micro-batch; seeded by (seed, step, micro) so every rank agrees."""
     npm = mlm = None
     if config.objective != "mlm":
@@ -320,6 +355,7 @@ def train(
     run_dir: str,
     on_step: Callable[[StepStats], None] | None = None,
     stop_after: int | None = None,
+    deadline: float | None = None,
 ) -> tuple[PreTrainedTokenizerFast, PreTrainedModel]:
     """Train (or resume from the newest checkpoint in ``run_dir``); returns the tokenizer and
     the encoder with its MLM head (``*ForMaskedLM``).
@@ -329,13 +365,17 @@ def train(
         run_dir: URL of the run's folder (checkpoints live in ``{run_dir}/checkpoints``).
         on_step: called on rank 0 after every optimizer step (metrics logging, progress).
         stop_after: stop after this step without finishing (to test interruption).
+        deadline: a ``time.monotonic()`` value: the first step that ends after it is
+            checkpointed and the run stops there, to be resumed (a machine lent for minutes).
     """
-    corpus = open_snapshot(config.corpus, verify=False)
     rank, world = _rank_world()
     device = torch.device("cuda", torch.cuda.current_device()) if torch.cuda.is_available() else torch.device("cpu")
+    if device.type == "cuda":  # TF32 matmuls where autocast leaves fp32 (the loss's logits)
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
     torch.manual_seed(config.seed)  # a fresh MLM head starts the same way every time
     tokenizer, model = load_masked_lm(config.encoder or base_encoder_path())
-    check_lengths(config, corpus, model)
+    check_lengths(config, model)
     if config.dropout is not None:
         for module in model.modules():
             if isinstance(module, torch.nn.Dropout):
@@ -372,10 +412,27 @@ def train(
         optimizer.zero_grad(set_to_none=True)
         step += 1
         if rank == 0 and on_step is not None:
-            on_step(StepStats(step, lr=scheduler.get_last_lr()[0], tokens_per_s=tokens / (time.perf_counter() - start), **sums))
-        if step % config.checkpoint_every == 0 or step == config.steps:
+            on_step(
+                StepStats(
+                    step, lr=scheduler.get_last_lr()[0], tokens_per_s=tokens / (time.perf_counter() - start), **sums
+                )
+            )
+        over = deadline is not None and _agreed(time.monotonic() > deadline, device)
+        if over or step % config.checkpoint_every == 0 or step == config.steps:
             save_checkpoint(run_dir, config, step, model, optimizer, scheduler, scaler)
+        if over:
+            log.info("deadline reached at step %d of %d: checkpointed, stopping", step, config.steps)
+            break
     return tokenizer, model
+
+
+def _agreed(flag: bool, device: torch.device) -> bool:
+    """Rank 0's ``flag`` on every rank (ranks' clocks differ; they must stop at the same step)."""
+    if not dist.is_initialized():
+        return flag
+    value = torch.tensor([int(flag)], device=device)
+    dist.broadcast(value, src=0)
+    return bool(value.item())
 
 
 def average_gradients(model: torch.nn.Module, world: int) -> None:
@@ -399,15 +456,19 @@ def batch_stats(batch: StepBatch) -> dict[str, float]:
         return {}
     B = batch.npm.input_ids.shape[0]
     real = int(batch.npm.attention_mask.sum())
-    return {"spans_per_seq": batch.npm.span_seq.numel() / B, "masked_fraction": float(batch.npm.span_len.sum()) / max(1, real)}
+    return {
+        "spans_per_seq": batch.npm.span_seq.numel() / B,
+        "masked_fraction": float(batch.npm.span_len.sum()) / max(1, real),
+    }
 
 
-def check_lengths(config: TrainConfig, corpus: Manifest, model: PreTrainedModel) -> None:
+def check_lengths(config: TrainConfig, model: PreTrainedModel) -> None:
     """Masked sequences grow by one token per one-token span: they must still fit the encoder."""
-    if corpus.kind != "corpus":
-        raise ValueError(f"{config.corpus} is a {corpus.kind!r} snapshot, not a corpus snapshot")
+    if is_bundle(config.corpus):
+        longest = bundle_info(config.corpus).max_tokens
+    else:
+        longest = int(open_corpus(config.corpus).manifest.config["max_tokens"])
     positions = model.config.max_position_embeddings - (2 if "roberta" in model.config.model_type else 0)
-    longest = int(corpus.config["max_tokens"])
     masked = longest + math.ceil(longest * config.masking.ratio)
     if masked > positions:
         raise ValueError(
@@ -425,7 +486,12 @@ def save_checkpoint(run_dir: str, config: TrainConfig, step: int, model, optimiz
     """Write a verified checkpoint snapshot (rank 0 only); returns its URL."""
     if _rank_world()[0] != 0:
         return None
-    state = {"optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict(), "scaler": scaler.state_dict(), "step": step}
+    state = {
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "scaler": scaler.state_dict(),
+        "step": step,
+    }
     buf = io.BytesIO()
     torch.save(state, buf)
     weights = io.BytesIO()
@@ -435,7 +501,9 @@ def save_checkpoint(run_dir: str, config: TrainConfig, step: int, model, optimiz
         writer.write_bytes("trainer.pt", buf.getvalue())
         writer.write_bytes("model.pt", weights.getvalue())
         writer.write_bytes("config.json", json.dumps(asdict(config), sort_keys=True).encode())
-        manifest = Manifest("checkpoint", name, [{"corpus": config.corpus}], asdict(config), {"step": step}, dict(writer.files))
+        manifest = Manifest(
+            "checkpoint", name, [{"corpus": config.corpus}], asdict(config), {"step": step}, dict(writer.files)
+        )
         return writer.commit(manifest)
 
 
@@ -514,6 +582,14 @@ def load_trained(run_dir: str, step: int | None = None) -> tuple[PreTrainedToken
     if step != 0:
         load_weights(url, model)
     return tokenizer, model.eval(), config
+
+
+def export_checkpoint(run_dir: str, step: int | None, out: Path, part_bytes: int | None = None) -> Path:
+    """A run's checkpoint at ``step`` (None: the newest; 0: the initial encoder) as an fp16 encoder
+    folder with its MLM head, beside the tokenizer files of the encoder the run started from
+    (``part_bytes``: the weights split into parts of at most that size)."""
+    _, model, config = load_trained(run_dir, step)
+    return save_fp16(model, local_model_dir(str(config.encoder or base_encoder_path())), out, part_bytes)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -21,7 +21,8 @@ from transformers import PreTrainedTokenizerFast
 # Closed-class English words: determiners, pronouns, prepositions, conjunctions, auxiliaries
 # and a few particles. Deliberately short: numbers ("one", "three", "first") and nouns
 # ("system", "computer") are answers, not stopwords.
-FUNCTION_WORDS = frozenset("""
+FUNCTION_WORDS = frozenset(
+    """
 a an the this that these those some any each every no all both either neither another such what which whose
 i me my mine myself we us our ours ourselves you your yours yourself yourselves he him his himself she her hers
 herself it its itself they them their theirs themselves who whom whoever whatever whichever someone something
@@ -33,7 +34,8 @@ and but or nor so yet if because although though while whereas whether unless on
 why then also not n't too very just only
 be am is are was were been being have has had having do does did doing done will would shall should can could may
 might must ought 's 're 've 'd 'll 'm
-""".split())
+""".split()
+)
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,9 @@ class VocabTables:
     special: np.ndarray  # (V,) bool: tokenizer.all_special_ids ([CLS], [SEP], [PAD], [UNK], [MASK], <s>, ...)
     word_start: np.ndarray  # (V,) bool: the token starts a word wherever it stands
     boundary: np.ndarray  # (V,) bool: special, punctuation or whitespace: the token after it starts a word
-    stop: np.ndarray  # (V,) bool: punctuation, or a piece spelling a function word; it counts where the piece is a whole word
+    stop: (
+        np.ndarray
+    )  # (V,) bool: punctuation, or a piece spelling a function word; it counts where the piece is a whole word
 
 
 def vocab_tables(tokenizer: PreTrainedTokenizerFast) -> VocabTables:

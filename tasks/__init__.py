@@ -1,4 +1,5 @@
-"""Thin Prefect tasks: each calls one npmcore function and declares retries and timeouts."""
+"""Thin Prefect tasks: each calls one npmcore function and declares its retries (transient
+errors only), its timeout and, where a rerun can be skipped, its cache key."""
 
 from typing import Any
 
@@ -9,6 +10,8 @@ from prefect.states import State
 from prefect.utilities.hashing import hash_objects
 
 from npmcore import __version__
+
+HOUR = 3600
 
 
 def is_transient(task: Task, task_run: TaskRun, state: State) -> bool:

@@ -2,6 +2,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,8 @@ configure_environment()
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+NEWS_ARTICLES = 60  # Lee news articles in the shared index (about 15k tokens)
+NEWS_PARTITION_MB = 0.025  # several corpus shards, so that merging and resuming have something to do
 
 
 @pytest.fixture(scope="session")
@@ -110,7 +113,9 @@ def roberta_dir(tmp_path_factory, roberta_tokenizer) -> str:
 def kill_once(script: str, folder: Path, pattern: str, timeout_s: float = 300) -> None:
     """Run ``script`` in a new Python process and SIGKILL it as soon as a file matching
     ``pattern`` appears under ``folder`` (fails if the process ends first)."""
-    proc = subprocess.Popen([sys.executable, "-c", "from npmcore.runtime import configure_environment; configure_environment()\n" + script])
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "from npmcore.runtime import configure_environment; configure_environment()\n" + script]
+    )
     try:
         deadline = time.time() + timeout_s
         while not list(folder.glob(pattern)):
@@ -119,3 +124,44 @@ def kill_once(script: str, folder: Path, pattern: str, timeout_s: float = 300) -
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait()
+
+
+@pytest.fixture(scope="session")
+def prefect_server():
+    """One temporary Prefect server for every flow and CLI test of the session (a command without
+    one would start its own, ~10 s each)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=90):
+        yield
+
+
+@dataclass(frozen=True)
+class NewsStore:
+    raw: str  # the input file: NEWS_ARTICLES Lee news articles, one per line
+    store: str
+    corpus: str
+    datastore: str
+    index: str  # Flat, with BM25
+
+
+@pytest.fixture(scope="session")
+def news_store(tmp_path_factory, news_lines, prefect_server) -> NewsStore:
+    """The shared index of the inference, evaluation, CLI and S3 tests: the news articles ingested
+    and indexed by the flows, their shards embedded on a local Dask cluster of two workers."""
+    from flows.index import IndexParams, index_corpus
+    from flows.ingest import ingest_corpus
+    from flows.params import ClusterParams, IngestParams
+    from npmcore.cluster import dask_cluster
+    from npmcore.snapshots import open_index
+
+    raw = tmp_path_factory.mktemp("raw") / "news.txt"
+    raw.write_text("\n".join(news_lines[:NEWS_ARTICLES]) + "\n")
+    store = str(tmp_path_factory.mktemp("news-store"))
+    with dask_cluster(n_workers=2) as address:
+        cluster = ClusterParams(dask_address=address)
+        corpus = ingest_corpus(
+            IngestParams(inputs=[str(raw)], store=store, partition_mb=NEWS_PARTITION_MB, cluster=cluster)
+        )
+        index = index_corpus(IndexParams(store=store, corpus=corpus, factory="Flat", cluster=cluster))
+    return NewsStore(str(raw), store, corpus, open_index(index).datastore, index)

@@ -9,10 +9,11 @@ import pytest
 from typer.testing import CliRunner
 
 from flows.cli import app
-from npmcore.datastore import build_datastore, iter_shards
-from npmcore.inference import NPM, InferenceConfig
 from npmcore.corpus import iter_wiki_pages
-from npmcore.ingest import IngestConfig, ingest, read_blocks
+from npmcore.datastore import build_datastore
+from npmcore.inference import NPM, InferenceConfig
+from npmcore.ingest import IngestConfig, ingest
+from npmcore.snapshots import iter_shards, open_index, read_blocks
 from npmcore.storage import open_snapshot
 
 
@@ -22,7 +23,9 @@ def dump_versions(path: str, folder) -> tuple[str, str, str, str]:
     xml = bz2.open(path, "rt", encoding="utf-8").read()
     head, footer = xml[: xml.index("<page>")], "</mediawiki>\n"
     pages = re.findall(r"<page>.*?</page>", xml, flags=re.S)
-    articles = [p for p in pages if "#REDIRECT" not in p and "disambig" not in p.lower() and 3_000 < len(p) < 12_000][:7]
+    articles = [p for p in pages if "#REDIRECT" not in p and "disambig" not in p.lower() and 3_000 < len(p) < 12_000][
+        :7
+    ]
     title = [re.search(r"<title>(.*?)</title>", p).group(1) for p in articles]
     edited = articles[0].replace("</text>", "\nIn 2026 the article was edited by the backfill test.</text>")
     v1 = head + "".join(articles[:6]) + footer
@@ -45,7 +48,10 @@ def vectors_by_block(datastore: str) -> list[np.ndarray]:
     out = []
     for _, arrays in iter_shards(datastore):
         offsets = arrays["offsets"]
-        out += [np.asarray(arrays["vectors"][offsets[i] : offsets[i + 1]], dtype=np.float32) for i in range(len(offsets) - 1)]
+        out += [
+            np.asarray(arrays["vectors"][offsets[i] : offsets[i + 1]], dtype=np.float32)
+            for i in range(len(offsets) - 1)
+        ]
     return out
 
 
@@ -77,26 +83,31 @@ def test_backfill_embeds_only_new_blocks_and_keeps_both_versions_queryable(dump_
     assert second.exit_code == 0, second.output
     new_index = printed_index(second.output)
 
-    old, new = open_snapshot(old_index), open_snapshot(new_index)
-    old_ds, new_ds = (open_snapshot(m.inputs[0]["datastore"]) for m in (old, new))
-    old_hashes, new_hashes = hashes(old.inputs[0]["corpus"]), hashes(new.inputs[0]["corpus"])
+    old, new = open_index(old_index, verify=True), open_index(new_index, verify=True)
+    old_ds, new_ds = (open_snapshot(i.datastore) for i in (old, new))
+    old_hashes, new_hashes = hashes(old.corpus), hashes(new.corpus)
     unchanged = [h in set(old_hashes) for h in new_hashes]
     assert 0 < sum(unchanged) < len(new_hashes)
     assert new_ds.counts["reused_blocks"] == sum(unchanged)  # only new and changed blocks were embedded
-    assert new.config["trained"] == old_index and new.config["factory"] == old.config["factory"]
+    assert (
+        new.manifest.config["trained"] == old_index and new.manifest.config["factory"] == old.manifest.config["factory"]
+    )
 
     # reused vectors are the old ones; all of them match a full build of the new corpus
-    old_vectors = dict(zip(old_hashes, vectors_by_block(old_ds_url := old.inputs[0]["datastore"]), strict=True))
-    new_vectors = vectors_by_block(new.inputs[0]["datastore"])
-    full = vectors_by_block(build_datastore(new.inputs[0]["corpus"], str(tmp_path / "full")))
+    old_vectors = dict(zip(old_hashes, vectors_by_block(old.datastore), strict=True))
+    new_vectors = vectors_by_block(new.datastore)
+    full = vectors_by_block(build_datastore(new.corpus, str(tmp_path / "full")))
     for h, mine, reference in zip(new_hashes, new_vectors, full, strict=True):
         if h in old_vectors:
             assert np.array_equal(mine, old_vectors[h])
         np.testing.assert_allclose(mine, reference, atol=0.05)
-    assert open_snapshot(old_ds_url).id == old_ds.id  # the old snapshots are untouched
+    assert open_snapshot(old.datastore).id == old_ds.id  # the old snapshots are untouched
 
     # the deleted article answers from the old index only; the added one from the new only
-    titles = {u: {t for tb in read_blocks(m.inputs[0]["corpus"], ["title"]) for t in tb.column("title").to_pylist()} for u, m in ((old_index, old), (new_index, new))}
+    titles = {
+        i.url: {t for tb in read_blocks(i.corpus, ["title"]) for t in tb.column("title").to_pylist()}
+        for i in (old, new)
+    }
     assert deleted in titles[old_index] and deleted not in titles[new_index]
     assert added in titles[new_index] and added not in titles[old_index]
     query = f"{deleted} is [MASK]."
@@ -104,7 +115,7 @@ def test_backfill_embeds_only_new_blocks_and_keeps_both_versions_queryable(dump_
     evidence_titles = {}
     for url in (old_index, new_index):
         npm = NPM(url)
-        evidence_titles[url] = {npm.passage(b).title for b in npm.bm25_blocks(query, config.passages)}
+        evidence_titles[url] = {npm.evidence.passage(b).title for b in npm.bm25_blocks(query, config.passages)}
         assert npm.predict([query], config)[0]
     assert deleted in evidence_titles[old_index] and deleted not in evidence_titles[new_index]
 

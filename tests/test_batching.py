@@ -12,7 +12,8 @@ import pyarrow as pa
 import pytest
 
 from npmcore.batching import _shard_documents, by_length, group_documents, iter_batches
-from npmcore.ingest import IngestConfig, ingest, read_blocks
+from npmcore.ingest import IngestConfig, ingest
+from npmcore.snapshots import read_blocks
 from npmcore.storage import SnapshotError
 
 COLUMNS = ["block_id", "doc_id", "block_index", "token_ids", "title_tokens"]
@@ -22,7 +23,9 @@ Block = tuple[str, int]  # (doc_id, block_index)
 @pytest.fixture(scope="module")
 def snapshot(tmp_path_factory, news_path) -> str:
     # 64-token blocks give multi-block documents; 64 KiB partitions give several shards.
-    return ingest([news_path], str(tmp_path_factory.mktemp("news")), IngestConfig(max_tokens=64, partition_bytes=64 << 10))
+    return ingest(
+        [news_path], str(tmp_path_factory.mktemp("news")), IngestConfig(max_tokens=64, partition_bytes=64 << 10)
+    )
 
 
 @pytest.fixture(scope="module")
@@ -106,7 +109,9 @@ def synthetic(seed: int, n_docs: int, mean: float) -> list[tuple[str, list[Block
     return [(str(d), [(str(d), i) for i in range(int(n))]) for d, n in enumerate(rng.geometric(1 / mean, n_docs))]
 
 
-@pytest.mark.parametrize("batch_size,pool_batches,mean", [(2, 1, 1.5), (4, 1, 3), (5, 2, 3), (6, 2, 2), (8, 3, 6), (16, 2, 4)])
+@pytest.mark.parametrize(
+    "batch_size,pool_batches,mean", [(2, 1, 1.5), (4, 1, 3), (5, 2, 3), (6, 2, 2), (8, 3, 6), (16, 2, 4)]
+)
 def test_grouping_matches_brute_force_and_keeps_documents_together(batch_size, pool_batches, mean):
     for seed in range(4):
         docs = synthetic(seed, 150, mean)
@@ -142,7 +147,15 @@ def test_grouping_refuses_bad_arguments():
 def test_shard_blocks_must_be_consecutive_and_in_order():
     def table(doc_ids, block_index):
         ids = [f"{d}#{i}" for d, i in zip(doc_ids, block_index, strict=True)]
-        return pa.table({"block_id": ids, "doc_id": doc_ids, "block_index": block_index, "token_ids": [[0]] * len(ids), "title_tokens": [0] * len(ids)})
+        return pa.table(
+            {
+                "block_id": ids,
+                "doc_id": doc_ids,
+                "block_index": block_index,
+                "token_ids": [[0]] * len(ids),
+                "title_tokens": [0] * len(ids),
+            }
+        )
 
     rng = np.random.default_rng(0)
     docs = _shard_documents(table(["a", "a", "b"], [0, 1, 0]), "ok", rng)
@@ -219,15 +232,19 @@ def test_a_corrupt_shard_is_refused(snapshot, tmp_path):
 
 
 def test_by_length_rebatches_each_pool_into_batches_of_similar_length(snapshot):
+    def rows(batches):
+        return sorted(r for b in batches for r in zip(b.block_ids, b.doc_ids, map(tuple, b.token_ids), b.title_tokens))
+
+    def padded(batches):
+        return sum(len(b.token_ids) * max(map(len, b.token_ids)) for b in batches)
+
     batches = list(iter_batches(snapshot, 8, seed=0))
     rebatched = list(by_length(batches, 4, seed=0, epoch=0))
     assert [len(b.block_ids) for b in rebatched] == [8] * len(batches)
     for lo in range(0, len(batches), 4):  # each pool keeps its blocks, now cut by length
         pool, new = batches[lo : lo + 4], rebatched[lo : lo + 4]
-        rows = lambda bs: sorted(r for b in bs for r in zip(b.block_ids, b.doc_ids, map(tuple, b.token_ids), b.title_tokens))
         assert rows(pool) == rows(new)
         spans = sorted((min(map(len, b.token_ids)), max(map(len, b.token_ids))) for b in new)
         assert all(hi <= next_lo for (_, hi), (next_lo, _) in zip(spans, spans[1:]))
-    padded = lambda bs: sum(len(b.token_ids) * max(map(len, b.token_ids)) for b in bs)
     assert padded(rebatched) < padded(batches)
     assert rebatched == list(by_length(batches, 4, seed=0, epoch=0))

@@ -44,7 +44,9 @@ def test_title_tokens_are_the_prefix_before_the_text(documents, tokenizer, rober
                 enc = tok(encoder_input(doc.title, b.text), return_offsets_mapping=True)
                 prefix = len(doc.title) + 2 if doc.title else 0  # "{title}. "
                 special = set(tok.all_special_ids)
-                expected = sum(s < prefix for (s, _), t in zip(enc["offset_mapping"], enc["input_ids"]) if t not in special)
+                expected = sum(
+                    s < prefix for (s, _), t in zip(enc["offset_mapping"], enc["input_ids"]) if t not in special
+                )
                 assert b.title_tokens == expected, (doc.title, b.block_id)
                 titled += b.title_tokens > 0
     assert titled > 100
@@ -72,7 +74,10 @@ def test_cuts_fall_on_sentence_starts_unless_a_sentence_is_too_long(documents, t
             sentence_start = max(s for s in starts if s <= offset)
             sentence_end = min([s for s in starts if s > offset] + [len(doc.text)])
             n = len(tokenizer(doc.text[sentence_start:sentence_end], add_special_tokens=False)["input_ids"])
-            assert n > budget - len(tokenizer(doc.title + ".", add_special_tokens=False)["input_ids"]), (doc.title, offset)
+            assert n > budget - len(tokenizer(doc.title + ".", add_special_tokens=False)["input_ids"]), (
+                doc.title,
+                offset,
+            )
     assert checked > 100
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from npmcore.bm25 import BM25Searcher, build_index
+from npmcore.bm25 import BM25Searcher, index_passages
 from npmcore.corpus import read_lines
 
 
@@ -14,7 +14,7 @@ def news(news_path):
 @pytest.fixture(scope="module")
 def searcher(tmp_path_factory, news):
     index_dir = str(tmp_path_factory.mktemp("bm25"))
-    assert build_index(iter(news), index_dir) == len(news)
+    assert index_passages(iter(news), index_dir) == len(news)
     return BM25Searcher(index_dir)
 
 

@@ -8,7 +8,13 @@ import mwxml
 import pytest
 
 from npmcore.corpus import (
-    CorpusError, detect_format, iter_wiki_pages, read_jsonl, read_lines, read_wikiextractor, wiki_documents,
+    CorpusError,
+    detect_format,
+    iter_wiki_pages,
+    read_jsonl,
+    read_lines,
+    read_wikiextractor,
+    wiki_documents,
 )
 from npmcore.ingest import IngestConfig, documents, expand_inputs, plan_partitions
 
@@ -28,7 +34,9 @@ def test_dump_text_is_plain_and_disambiguation_pages_are_skipped(dump_path):
         pages.append(page)
     docs = list(wiki_documents(pages, prefixes, "sample"))
     titles = {d.title for d in docs}
-    disambiguation = [p.title for p in pages if "{{disambiguation" in p.wikitext.lower() or p.title.endswith("(disambiguation)")]
+    disambiguation = [
+        p.title for p in pages if "{{disambiguation" in p.wikitext.lower() or p.title.endswith("(disambiguation)")
+    ]
     assert disambiguation and not titles & set(disambiguation)
     anarchism = next(d for d in docs if d.title == "Anarchism")
     assert anarchism.text.startswith("Anarchism is a political philosophy")
@@ -40,7 +48,9 @@ def test_wikiextractor_reader(enwiki_shard):
     text = open(enwiki_shard, encoding="utf-8").read()
     docs = list(read_wikiextractor(text, "wiki_00"))
     headers = re.findall(r'<doc id="(\d+)" url="[^"]*" title="([^"]*)">', text)
-    assert [(d.doc_id, d.title) for d in docs] == [(i, t.replace("&amp;", "&").replace("&quot;", '"')) for i, t in headers]
+    assert [(d.doc_id, d.title) for d in docs] == [
+        (i, t.replace("&amp;", "&").replace("&quot;", '"')) for i, t in headers
+    ]
     assert len({d.doc_id for d in docs}) == len(docs)
     assert docs[0].text == ""  # real dumps have articles with no text: they are read, then skipped
     first = docs[1]
@@ -53,13 +63,15 @@ def test_lines_reader_ids_are_byte_offsets(news_path):
     docs = list(read_lines(data.decode(), "lee", 0))
     assert len(docs) == sum(1 for line in data.splitlines() if line.strip())
     for doc in docs:
-        assert data[int(doc.doc_id):].decode().startswith(doc.text)
+        assert data[int(doc.doc_id) :].decode().startswith(doc.text)
 
 
 def test_jsonl_reader(tmp_path, news_path):
     lines = open(news_path).read().splitlines()[:5]
     path = tmp_path / "news.jsonl"
-    path.write_text("".join(json.dumps({"id": f"n{i}", "title": f"News {i}", "text": t}) + "\n" for i, t in enumerate(lines)))
+    path.write_text(
+        "".join(json.dumps({"id": f"n{i}", "title": f"News {i}", "text": t}) + "\n" for i, t in enumerate(lines))
+    )
     docs = list(read_jsonl(path.read_text(), "news", 0))
     assert [(d.doc_id, d.title, d.text) for d in docs] == [(f"n{i}", f"News {i}", t) for i, t in enumerate(lines)]
     assert detect_format(str(path)) == "jsonl"

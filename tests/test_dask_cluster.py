@@ -16,13 +16,13 @@ from pathlib import Path
 import cloudpickle
 import pytest
 from distributed import Client
-from prefect.testing.utilities import prefect_test_harness
 from typer.testing import CliRunner
 
 from flows.cli import app
 from npmcore.bm25 import BM25Searcher
 from npmcore.datastore import build_datastore
 from npmcore.indexer import IndexConfig, build_index
+from npmcore.snapshots import open_index
 from npmcore.storage import open_snapshot
 
 DASK = Path(sys.executable).with_name("dask")
@@ -62,7 +62,12 @@ def dask_cluster(tmp_path_factory) -> Iterator[DaskCluster]:
     """``dask scheduler`` on 127.0.0.1 and two single-threaded ``dask worker`` processes."""
     folder = tmp_path_factory.mktemp("dask")
     address = f"tcp://127.0.0.1:{free_port()}"
-    procs = [start(["scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"], folder / "scheduler.log")]
+    procs = [
+        start(
+            ["scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1], "--no-dashboard"],
+            folder / "scheduler.log",
+        )
+    ]
     try:
         for i in range(2):
             args = ["worker", address, "--nthreads", "1", "--nworkers", "1", "--no-dashboard", "--host", "127.0.0.1"]
@@ -75,12 +80,6 @@ def dask_cluster(tmp_path_factory) -> Iterator[DaskCluster]:
             stop(proc)
 
 
-@pytest.fixture
-def prefect_server() -> Iterator[None]:
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
 @dataclass(frozen=True)
 class Kill:
     worker: str  # address of the killed worker
@@ -91,21 +90,25 @@ class Kill:
 
 def embedding_task(dask_worker) -> str | None:
     """The embed-shard task a worker is running (client.run)."""
-    return next((str(ts.key) for ts in dask_worker.state.executing if str(ts.key).startswith("embed_shard_task")), None)
+    return next((str(ts.key) for ts in dask_worker.state.executing if str(ts.key).startswith("embed_shard")), None)
 
 
 def lost_embeddings(dask_scheduler) -> int:
     """Embed-shard tasks that a worker held when it died: Dask marks them suspicious (client.run_on_scheduler)."""
-    prefix = dask_scheduler.task_prefixes.get("embed_shard_task")
+    prefix = dask_scheduler.task_prefixes.get("embed_shard")
     return prefix.suspicious if prefix else 0
 
 
-def kill_a_worker_mid_embedding(cluster: DaskCluster, store: Path, shards: int, finished: threading.Event, timeout_s: float = 300) -> Kill:
+def kill_a_worker_mid_embedding(
+    cluster: DaskCluster, store: Path, shards: int, finished: threading.Event, timeout_s: float = 300
+) -> Kill:
     """Once the first datastore shard is finished, SIGKILL a worker that is embedding another one."""
     deadline = time.monotonic() + timeout_s
     with Client(cluster.address, set_as_default=False) as client:
         while True:
-            assert not finished.is_set() and time.monotonic() < deadline, "the index command ended before a worker was killed"
+            assert not finished.is_set() and time.monotonic() < deadline, (
+                "the index command ended before a worker was killed"
+            )
             done = len(list(store.glob(MARKERS)))
             assert done < shards, "every datastore shard was finished before a worker could be killed"
             if done and (running := {w: key for w, key in client.run(embedding_task).items() if key}):
@@ -127,7 +130,9 @@ def test_index_survives_a_worker_killed_mid_embedding(tmp_path, news_lines, dask
     raw = tmp_path / "raw"
     raw.mkdir()
     for i in range(FILES):
-        (raw / f"news-{i}.txt").write_text("\n".join(news_lines[i * ARTICLES_PER_FILE : (i + 1) * ARTICLES_PER_FILE]) + "\n")
+        (raw / f"news-{i}.txt").write_text(
+            "\n".join(news_lines[i * ARTICLES_PER_FILE : (i + 1) * ARTICLES_PER_FILE]) + "\n"
+        )
     store = tmp_path / "store"
     ingested = runner.invoke(app, ["ingest", str(raw), "--store", str(store), "--dask-address", dask_cluster.address])
     assert ingested.exit_code == 0, ingested.output
@@ -138,7 +143,18 @@ def test_index_survives_a_worker_killed_mid_embedding(tmp_path, news_lines, dask
     with ThreadPoolExecutor(1) as pool:
         killer = pool.submit(kill_a_worker_mid_embedding, dask_cluster, store, FILES, finished)
         indexed = runner.invoke(
-            app, ["index", "--corpus", corpus, "--store", str(store), "--dask-address", dask_cluster.address, "--factory", "Flat"]
+            app,
+            [
+                "index",
+                "--corpus",
+                corpus,
+                "--store",
+                str(store),
+                "--dask-address",
+                dask_cluster.address,
+                "--factory",
+                "Flat",
+            ],
         )
         finished.set()
         assert indexed.exit_code == 0, indexed.output
@@ -149,7 +165,7 @@ def test_index_survives_a_worker_killed_mid_embedding(tmp_path, news_lines, dask
 
     index_url = indexed.stdout.strip().splitlines()[-1]
     index = open_snapshot(index_url)
-    datastore = open_snapshot(index.inputs[0]["datastore"])
+    datastore = open_snapshot(open_index(index_url).datastore)
     clean = open_snapshot(clean_datastore := build_datastore(corpus, str(tmp_path / "clean")))
     clean_index = open_snapshot(clean_index_url := build_index(clean_datastore, IndexConfig(factory="Flat")))
     assert (datastore.id, index.id) == (clean.id, clean_index.id)

@@ -29,6 +29,7 @@ def test_entrypoints_load_and_parameters_validate(name, monkeypatch):
 def is_within(given: dict, dumped: dict) -> bool:
     return all(is_within(v, dumped[k]) if isinstance(v, dict) else dumped[k] == v for k, v in given.items())
 
+
 def test_index_rebuild_runs_weekly_with_the_champion_encoder():
     deployment = DEPLOYMENTS["index-rebuild"]
     (schedule,) = deployment["schedules"]

@@ -4,11 +4,6 @@ The RoBERTa encoder is built here from scratch (byte-level BPE trained on the em
 news corpus, randomly initialised weights), so nothing is ever downloaded.
 """
 
-from npmcore.runtime import configure_environment
-
-configure_environment()
-
-
 import pytest
 import torch
 from transformers import (

@@ -10,7 +10,7 @@ import pytest
 
 from npmcore.evaluation.metrics import accuracy, exact_match, length_bucket, macro_by_length, normalize_answer
 from npmcore.evaluation.references import leakage, reference_documents, write_reference_corpus
-from npmcore.evaluation.tasks import CLOSED_TASKS, LAMA_TASKS, SENTIMENT_TASKS, TASKS, load_task
+from npmcore.evaluation.tasks import CLOSED_TASKS, LAMA_TASKS, SENTIMENT_TASKS, TASKS, lama_split, load_task
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 assert DATA.is_dir(), f"test data missing: {DATA} (the shared data folder must sit beside the repository)"
@@ -28,7 +28,7 @@ def test_normalize_answer():
     assert normalize_answer("The  Quick, brown FOX!") == "quick brown fox"
     assert normalize_answer("An apple a day") == "apple day"
     assert normalize_answer("Theory of the Leisure Class") == "theory of leisure class"  # "the" inside a word stays
-    assert normalize_answer("  U.S.A. ") == "u s a"  # punctuation becomes space, in gold and prediction alike
+    assert normalize_answer("  U.S. Army ") == "u s army"  # punctuation becomes space, in gold and prediction alike
     assert normalize_answer("left-wing") == normalize_answer("left wing") == "left wing"
     assert normalize_answer("São Tomé") == "são tomé"  # accents are kept: answers are the passage's own characters
 
@@ -102,7 +102,9 @@ def test_templates_and_label_words():
     assert [ws[0] for ws in mr.label_words] == ["terrible", "great"]
     assert len(mr.label_words[0]) > 100 and "awful" in mr.label_words[0] and "awful" not in mr.label_words[1]
     agn = load_task("agn", DATA, limit=None)
-    assert agn.examples[0].query.startswith("Fears for T N pension after talks Unions representing workers at Turner Newall")
+    assert agn.examples[0].query.startswith(
+        "Fears for T N pension after talks Unions representing workers at Turner Newall"
+    )
     assert agn.examples[0].query.endswith("Federal Mogul. The text topic is about [MASK].")
     assert agn.examples[0].label == 2 and agn.labels[2] == "Business"
     assert [ws[0] for ws in agn.label_words] == ["politics", "sports", "business", "technology"]
@@ -111,7 +113,8 @@ def test_templates_and_label_words():
     rte = load_task("rte", DATA, limit=None)
     assert rte.examples[0].query == (
         "Dana Reeve, the widow of the actor Christopher Reeve, has died of lung cancer at age 44, according to "
-        "the Christopher Reeve Foundation, right? [MASK], christopher Reeve had an accident.")
+        "the Christopher Reeve Foundation, right? [MASK], christopher Reeve had an accident."
+    )
     assert rte.examples[0].label == 1 and rte.label_words == (("Yes",), ("No",))
     google_re = load_task("google_re", DATA, limit=None)
     assert google_re.examples[0].query == "Khatchig Mouradian was born in [MASK]."
@@ -144,6 +147,25 @@ def test_subsampling_is_seeded_and_none_keeps_everything():
     assert len(load_task("rte", DATA).examples) == 277  # fewer than the default limit: all kept
 
 
+@pytest.mark.parametrize("name", LAMA_TASKS)
+def test_lama_dev_and_test_splits_are_disjoint_and_cover_every_fact(name):
+    dev, test = (load_task(name, limit=None, split=split) for split in ("dev", "test"))
+    dev_ids, test_ids = {e.id for e in dev.examples}, {e.id for e in test.examples}
+    assert not dev_ids & test_ids and (dev.split, test.split) == ("dev", "test")
+    assert 0.15 < len(dev_ids) / (len(dev_ids) + len(test_ids)) < 0.25  # one fifth of the facts, by uuid hash
+    assert all(lama_split(i) == "dev" for i in dev_ids) and all(lama_split(i) == "test" for i in test_ids)
+
+
+def test_sst2_dev_is_its_own_file_and_tasks_without_dev_data_refuse_it():
+    dev, test = load_task("sst2", limit=None, split="dev"), load_task("sst2", limit=None, split="test")
+    assert len(dev.examples) == 872 and len(test.examples) == 1821  # SST-2 dev and test without the neutral items
+    assert not {e.query for e in dev.examples} & {e.query for e in test.examples}
+    with pytest.raises(ValueError, match="task 'mr' has no dev split"):
+        load_task("mr", split="dev")
+    with pytest.raises(ValueError, match="unknown split 'train'"):
+        load_task("sst2", split="train")
+
+
 def test_unknown_task_and_bad_arguments():
     with pytest.raises(ValueError, match="unknown task 'sst5'.*sst2.*triviaqa"):
         load_task("sst5", DATA)
@@ -173,17 +195,41 @@ def _write(root: Path, relpath: str, text: str) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name, relpath, text, where, problem", [
-    ("mr", "mr/test.csv", "label,review\n0,bad .\n", "test.csv:1:", "missing column.*'text'"),
-    ("mr", "mr/test.csv", "label,text\n0,fine .\n7,odd label .\n", "test.csv:3:", "label '7' is not one of"),
-    ("sst2", "sst2/test.tsv", "__label__1\tok .\n__label__5 no tab here\n", "test.tsv:2:", "2 tab-separated fields"),
-    ("rte", "rte/val.jsonl", '{"premise": "A.", "hypothesis": "B.", "label": "entailment"}\n{not json\n',
-     "val.jsonl:2:", "not valid JSON"),
-    ("nq", "nq/NQ-open.dev.jsonl", '{"question": "who", "answer": ["x"]}\n\n{"question": "what"}\n',
-     "NQ-open.dev.jsonl:3:", r"missing field\(s\) \['answer'\]"),
-    ("triviaqa", "triviaqa/dpr_trivia_test.qa.tsv", "Who?\t['A']\nWhat?\tnot a list\n",
-     "dpr_trivia_test.qa.tsv:2:", "not a Python list literal"),
-])
+@pytest.mark.parametrize(
+    "name, relpath, text, where, problem",
+    [
+        ("mr", "mr/test.csv", "label,review\n0,bad .\n", "test.csv:1:", "missing column.*'text'"),
+        ("mr", "mr/test.csv", "label,text\n0,fine .\n7,odd label .\n", "test.csv:3:", "label '7' is not one of"),
+        (
+            "sst2",
+            "sst2/test.tsv",
+            "__label__1\tok .\n__label__5 no tab here\n",
+            "test.tsv:2:",
+            "2 tab-separated fields",
+        ),
+        (
+            "rte",
+            "rte/val.jsonl",
+            '{"premise": "A.", "hypothesis": "B.", "label": "entailment"}\n{not json\n',
+            "val.jsonl:2:",
+            "not valid JSON",
+        ),
+        (
+            "nq",
+            "nq/NQ-open.dev.jsonl",
+            '{"question": "who", "answer": ["x"]}\n\n{"question": "what"}\n',
+            "NQ-open.dev.jsonl:3:",
+            r"missing field\(s\) \['answer'\]",
+        ),
+        (
+            "triviaqa",
+            "triviaqa/dpr_trivia_test.qa.tsv",
+            "Who?\t['A']\nWhat?\tnot a list\n",
+            "dpr_trivia_test.qa.tsv:2:",
+            "not a Python list literal",
+        ),
+    ],
+)
 def test_malformed_file_names_file_and_line(data_copy, name, relpath, text, where, problem):
     path = _write(data_copy, relpath, text)
     with pytest.raises(ValueError, match=problem) as info:
@@ -199,12 +245,19 @@ def test_text_with_a_mask_marker_is_skipped_and_counted(data_copy):
 
 
 def test_cloze_task(tmp_path):
-    path = _write(tmp_path, "probe.jsonl", "\n".join([
-        json.dumps({"query": "Dante was born in [MASK].", "answers": ["Florence", "Firenze"], "id": "d1"}),
-        json.dumps({"query": "No mask here.", "answers": ["x"]}),
-        json.dumps({"query": "[MASK] [MASK] twice.", "answers": ["x"]}),
-        json.dumps({"query": "The capital of France is [MASK].", "answers": ["Paris"]}),
-    ]) + "\n")
+    path = _write(
+        tmp_path,
+        "probe.jsonl",
+        "\n".join(
+            [
+                json.dumps({"query": "Dante was born in [MASK].", "answers": ["Florence", "Firenze"], "id": "d1"}),
+                json.dumps({"query": "No mask here.", "answers": ["x"]}),
+                json.dumps({"query": "[MASK] [MASK] twice.", "answers": ["x"]}),
+                json.dumps({"query": "The capital of France is [MASK].", "answers": ["Paris"]}),
+            ]
+        )
+        + "\n",
+    )
     task = load_task("cloze", tmp_path, path=str(path))
     assert task.kind == "open" and task.skipped == {"mask_count": 2}
     assert [(ex.id, ex.answers) for ex in task.examples] == [("d1", ("Florence", "Firenze")), ("cloze-4", ("Paris",))]

@@ -5,11 +5,12 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import kill_once
+
 from npmcore.cluster import ClusterError, dask_client
 from npmcore.corpus import CorpusError
-from npmcore.ingest import IngestConfig, ingest, read_blocks
+from npmcore.ingest import IngestConfig, ingest
+from npmcore.snapshots import read_blocks
 from npmcore.storage import SnapshotError, list_snapshots, open_snapshot
 
 CONFIG = IngestConfig(pages_per_partition=25)
@@ -37,7 +38,10 @@ def test_snapshot_content(serial_snapshot, default_inputs):
     assert sum(len(r["token_ids"]) for r in rows) == manifest.counts["tokens"]
     assert max(len(r["token_ids"]) for r in rows) <= 256
     assert len({r["block_id"] for r in rows}) == len(rows)
-    assert {r["source"] for r in rows} == {"enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened", "lee_background"}
+    assert {r["source"] for r in rows} == {
+        "enwiki-latest-pages-articles1.xml-p000000010p000030302-shortened",
+        "lee_background",
+    }
     assert sum(1 for r in rows if r["source"] == "lee_background" and r["block_index"] == 0) == 300
 
 
@@ -71,14 +75,18 @@ def test_wrong_format_fails_with_the_file_name(tmp_path, news_path):
 
 def test_unreachable_scheduler_fails_fast():
     start = time.perf_counter()
-    with pytest.raises(ClusterError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"), dask_client("tcp://127.0.0.1:9", timeout_s=2):
+    with (
+        pytest.raises(ClusterError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:9"),
+        dask_client("tcp://127.0.0.1:9", timeout_s=2),
+    ):
         pass
     assert time.perf_counter() - start < 15
 
 
 def test_killed_run_leaves_no_valid_snapshot(tmp_path, default_inputs):
     store = tmp_path / "store"
-    script = f"from npmcore.ingest import IngestConfig, ingest\ningest({default_inputs!r}, {str(store)!r}, IngestConfig(pages_per_partition=5))\n"
+    config = "IngestConfig(pages_per_partition=5)"
+    script = f"from npmcore.ingest import IngestConfig, ingest\ningest({default_inputs!r}, {str(store)!r}, {config})\n"
     kill_once(script, store, "corpus/.tmp-*/blocks/part-00002.parquet", timeout_s=120)
     assert list_snapshots(str(store), "corpus") == []
     staging = next(store.glob("corpus/.tmp-*"))

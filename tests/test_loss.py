@@ -100,13 +100,18 @@ def test_accuracy_is_one_when_queries_point_at_a_positive():
 
 def test_zero_queries_give_minus_log_of_the_positive_fraction():
     case = make_case(3)
-    args = loss_args(case) | {"q_start": torch.zeros(S, D, dtype=torch.float64), "q_end": torch.zeros(S, D, dtype=torch.float64)}
+    args = loss_args(case) | {
+        "q_start": torch.zeros(S, D, dtype=torch.float64),
+        "q_end": torch.zeros(S, D, dtype=torch.float64),
+    }
     loss, _ = span_loss(**args)
     n_real = case["key_mask"].sum(dim=1)
     expected = 0.0
     for g, occ in enumerate(case["occurrences"]):
         n_cand = int(n_real.sum() - n_real[case["span_seq"][g]])
-        expected += -math.log(len({(j, s) for j, s, _ in occ}) / n_cand) - math.log(len({(j, e) for j, _, e in occ}) / n_cand)
+        expected += -math.log(len({(j, s) for j, s, _ in occ}) / n_cand) - math.log(
+            len({(j, e) for j, _, e in occ}) / n_cand
+        )
     assert loss.item() == pytest.approx(expected / S, abs=1e-6)
 
 
@@ -171,7 +176,10 @@ def _bad_inputs() -> dict[str, tuple[dict, str]]:
     lonely = c["pos_span"] != c["pos_span"][-1]  # drop every positive of the last span
     return {
         "q_end shape": ({"q_end": c["q_end"][:-1]}, r"q_start \(6, 8\) and q_end \(5, 8\) must have the same shape"),
-        "d mismatch": ({"q_start": c["q_start"][:, :-1], "q_end": c["q_end"][:, :-1]}, r"d = 8 from keys, got shape \(6, 7\)"),
+        "d mismatch": (
+            {"q_start": c["q_start"][:, :-1], "q_end": c["q_end"][:, :-1]},
+            r"d = 8 from keys, got shape \(6, 7\)",
+        ),
         "keys 2-D": ({"keys": c["keys"][0]}, r"keys must be \(B, T, d\)"),
         "key_mask shape": ({"key_mask": c["key_mask"][:, :-1]}, r"key_mask has shape \(4, 6\), expected"),
         "span_seq length": ({"span_seq": c["span_seq"][:-1]}, r"span_seq has shape \(5,\), expected \(S,\) = \(6,\)"),
@@ -181,7 +189,10 @@ def _bad_inputs() -> dict[str, tuple[dict, str]]:
         "pos range": ({"pos_start": c["pos_start"] + T}, r"pos_start values must lie in \[0, 7\)"),
         "own sequence": ({"pos_seq": own}, "padding or the span's own sequence"),
         "padding": ({"key_mask": pad_mask}, "padding or the span's own sequence"),
-        "no positive": ({k: c[k][lonely] for k in ("pos_span", "pos_seq", "pos_start", "pos_end")}, "span 5 .* has no positive"),
+        "no positive": (
+            {k: c[k][lonely] for k in ("pos_span", "pos_seq", "pos_start", "pos_end")},
+            "span 5 .* has no positive",
+        ),
         "no spans": ({k: c[k][:0] for k in ("q_start", "q_end", "span_seq")}, r"no queries \(S = 0\)"),
     }
 
@@ -197,3 +208,25 @@ def test_mixed_dtypes_raise():
     args = loss_args(make_case(0))
     with pytest.raises(TypeError, match="q_start is torch.float32 but keys are torch.float64"):
         span_loss(**(args | {"q_start": args["q_start"].float()}))
+
+
+@pytest.mark.parametrize("chunk", [1, 4])
+def test_chunked_scoring_gives_the_same_loss_gradients_and_accuracy(chunk):
+    """Small chunks (recomputed in the backward pass) against one chunk of every query."""
+    case = make_case(21)
+    whole, stats = span_loss(**loss_args(case))
+    chunked, chunk_stats = span_loss(**loss_args(case), chunk=chunk)
+    torch.testing.assert_close(chunked, whole, rtol=0, atol=1e-12)
+    for got, want in zip(grads(chunked, case), grads(whole, case), strict=True):
+        torch.testing.assert_close(got, want, rtol=0, atol=1e-12)
+    assert all(torch.equal(chunk_stats[k], stats[k]) for k in stats)
+    single, _ = token_loss(
+        case["q_start"],
+        *(loss_args(case)[k] for k in ("keys", "key_mask", "span_seq", "pos_span", "pos_seq", "pos_start")),
+        chunk=chunk,
+    )
+    reference, _ = token_loss(
+        case["q_start"],
+        *(loss_args(case)[k] for k in ("keys", "key_mask", "span_seq", "pos_span", "pos_seq", "pos_start")),
+    )
+    torch.testing.assert_close(single, reference, rtol=0, atol=1e-12)

@@ -69,7 +69,9 @@ def _content(seq: list[int], tables, title: int) -> list[bool]:
     return flags
 
 
-def _every_ngram(batch: list[list[int]], tables, max_span: int, titles: list[int]) -> dict[tuple[int, ...], list[tuple[int, int]]]:
+def _every_ngram(
+    batch: list[list[int]], tables, max_span: int, titles: list[int]
+) -> dict[tuple[int, ...], list[tuple[int, int]]]:
     """Every n-gram of content tokens, inside words or not -> its (sequence, start) occurrences."""
     occ = defaultdict(list)
     for b, seq in enumerate(batch):
@@ -146,7 +148,9 @@ def _check_layout(mb: MaskedBatch, batch: list[list[int]], tokenizer, n_masks: i
     assert W == max(max(len(s) for s in batch), int(mb.masked_attention_mask.sum(1).max()))
 
 
-def check_spans(mb: MaskedBatch, batch: list[list[int]], tokenizer, config: MaskingConfig, titles: list[int] | None = None) -> None:
+def check_spans(
+    mb: MaskedBatch, batch: list[list[int]], tokenizer, config: MaskingConfig, titles: list[int] | None = None
+) -> None:
     """Every promise of mask_spans, against the brute-force reference."""
     tables = vocab_tables(tokenizer)
     titles = titles or [0] * len(batch)
@@ -181,7 +185,9 @@ def check_spans(mb: MaskedBatch, batch: list[list[int]], tokenizer, config: Mask
                         assert j != b or blocked & set(range(s, s + len(gram))), (b, s, gram)
 
 
-def check_tokens(mb: MaskedBatch, batch: list[list[int]], tokenizer, ratio: float, titles: list[int] | None = None) -> None:
+def check_tokens(
+    mb: MaskedBatch, batch: list[list[int]], tokenizer, ratio: float, titles: list[int] | None = None
+) -> None:
     """Every promise of mask_tokens, against the brute-force reference."""
     tables = vocab_tables(tokenizer)
     titles = titles or [0] * len(batch)
@@ -261,7 +267,12 @@ def test_content_word_spans_match_the_reference(news_batches, tokenizer, roberta
         words = [tokenizer.decode(batch[b][s : s + n]).split() for b, s, n in _spans(mb)]
         assert words and not any(w[0] in FUNCTION_WORDS or w[-1] in FUNCTION_WORDS for w in words)
     for i, batch in enumerate(_batches(news_docs[:30], roberta_tokenizer, 2)):
-        check_spans(mask_spans(batch, roberta_tokenizer, config, torch.Generator().manual_seed(i)), batch, roberta_tokenizer, config)
+        check_spans(
+            mask_spans(batch, roberta_tokenizer, config, torch.Generator().manual_seed(i)),
+            batch,
+            roberta_tokenizer,
+            config,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -272,7 +283,10 @@ def wiki_batches(dump_path, tokenizer) -> list[tuple[list[list[int]], list[int]]
     for page, prefixes in itertools.islice(iter_wiki_pages(dump_path), 12):
         pages.append(page)
     blocks = [b for doc in wiki_documents(pages, prefixes, "dump") for b in split_document(doc, tokenizer, MAX_TOKENS)]
-    return [([b.token_ids for b in blocks[i : i + BATCH]], [b.title_tokens for b in blocks[i : i + BATCH]]) for i in range(0, 4 * BATCH, BATCH)]
+    return [
+        ([b.token_ids for b in blocks[i : i + BATCH]], [b.title_tokens for b in blocks[i : i + BATCH]])
+        for i in range(0, 4 * BATCH, BATCH)
+    ]
 
 
 def test_titles_are_never_masked_nor_positives(wiki_batches, tokenizer):
@@ -344,8 +358,13 @@ def test_spans_on_random_batches(tokenizer):
             + [tokenizer.sep_token_id]
             for _ in range(rng.randint(2, 10))
         ]
-        config = MaskingConfig(ratio=rng.choice([0.15, 0.4]), p=rng.choice([0.3, 0.5]), max_span=rng.randint(1, 6),
-                               max_spans_per_seq=rng.randint(1, 20), max_ngram_masks=rng.randint(0, 4))
+        config = MaskingConfig(
+            ratio=rng.choice([0.15, 0.4]),
+            p=rng.choice([0.3, 0.5]),
+            max_span=rng.randint(1, 6),
+            max_spans_per_seq=rng.randint(1, 20),
+            max_ngram_masks=rng.randint(0, 4),
+        )
         mb = mask_spans(batch, tokenizer, config, torch.Generator().manual_seed(trial))
         check_spans(mb, batch, tokenizer, config)
 
@@ -356,7 +375,9 @@ def test_spans_with_a_roberta_tokenizer(news_docs, roberta_tokenizer):
         assert batch[0][0] == roberta_tokenizer.bos_token_id
         mb = mask_spans(batch, roberta_tokenizer, config, torch.Generator().manual_seed(i))
         check_spans(mb, batch, roberta_tokenizer, config)
-        assert mb.span_len.max() >= 2 and (mb.masked_input_ids == roberta_tokenizer.mask_token_id).sum() == 2 * len(mb.span_len)
+        assert mb.span_len.max() >= 2 and (mb.masked_input_ids == roberta_tokenizer.mask_token_id).sum() == 2 * len(
+            mb.span_len
+        )
 
 
 def test_masked_sequences_stay_within_model_max_length(news_batches, tokenizer):
@@ -424,4 +445,6 @@ def test_tokens_on_random_and_roberta_batches(tokenizer, roberta_tokenizer, news
         mb = mask_tokens(batch, tokenizer, ratio, torch.Generator().manual_seed(trial))
         check_tokens(mb, batch, tokenizer, ratio)
     batch = _batches(news_docs[:10], roberta_tokenizer, 1)[0]
-    check_tokens(mask_tokens(batch, roberta_tokenizer, 0.15, torch.Generator().manual_seed(0)), batch, roberta_tokenizer, 0.15)
+    check_tokens(
+        mask_tokens(batch, roberta_tokenizer, 0.15, torch.Generator().manual_seed(0)), batch, roberta_tokenizer, 0.15
+    )

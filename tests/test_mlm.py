@@ -46,7 +46,9 @@ def test_mask_mlm_replaces_80_10_10_and_is_seeded(blocks, tokenizer):
     at = ids.input_ids.reshape(-1)[ids.positions]
     masked = float((at == tokenizer.mask_token_id).float().mean())
     kept = float((at == ids.labels).float().mean())
-    assert len(ids.labels) > 2000 and 0.77 < masked < 0.83 and 0.08 < kept < 0.12  # random replacements may hit the original
+    assert (
+        len(ids.labels) > 2000 and 0.77 < masked < 0.83 and 0.08 < kept < 0.12
+    )  # random replacements may hit the original
     assert not vocab_tables(tokenizer).special[at[at != tokenizer.mask_token_id].numpy()].any()
     again = mask_mlm(blocks, tokenizer, 0.15, torch.Generator().manual_seed(1))
     other = mask_mlm(blocks, tokenizer, 0.15, torch.Generator().manual_seed(2))
@@ -84,7 +86,12 @@ def test_bad_input(tokenizer, roberta_dir):
     with pytest.raises(ValueError, match="vocabulary"):
         mask_mlm([[101, len(tokenizer), 102]], tokenizer, 0.15, g)
     with pytest.raises(ValueError, match="no masked position"):
-        mlm_loss(torch.zeros(1, 3, 4), torch.nn.Linear(4, 5), torch.zeros(0, dtype=torch.long), torch.zeros(0, dtype=torch.long))
+        mlm_loss(
+            torch.zeros(1, 3, 4),
+            torch.nn.Linear(4, 5),
+            torch.zeros(0, dtype=torch.long),
+            torch.zeros(0, dtype=torch.long),
+        )
     _, roberta = load_masked_lm(roberta_dir)  # a RoBERTa-style head works too
     assert type(mlm_head(roberta)).__name__ == "RobertaLMHead"
     from transformers import DistilBertConfig, DistilBertForMaskedLM

@@ -21,7 +21,12 @@ def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_
     raw = tmp_path / "news.txt"
     raw.write_text("\n".join(news_lines[:30]) + "\n")
     cloze = tmp_path / "cloze.jsonl"
-    cloze.write_text(json.dumps({"query": "The Prime Minister, John [MASK], has revealed he will go to Indonesia.", "answers": ["Howard"]}) + "\n")
+    cloze.write_text(
+        json.dumps(
+            {"query": "The Prime Minister, John [MASK], has revealed he will go to Indonesia.", "answers": ["Howard"]}
+        )
+        + "\n"
+    )
     store = str(tmp_path / "store")
     params = PipelineParams(
         ingest=IngestParams(inputs=[str(raw)], store=store),
@@ -38,7 +43,8 @@ def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_
     assert parent.data.params["index"] == first.index and parent.data.params["corpus"] == first.corpus
     assert parent.data.metrics["cloze.npm.exact_match"] == first.rows[0].score
     children = client.search_runs(
-        [e.experiment_id for e in client.search_experiments()], filter_string=f"tags.mlflow.parentRunId = '{first.run_id}'"
+        [e.experiment_id for e in client.search_experiments()],
+        filter_string=f"tags.mlflow.parentRunId = '{first.run_id}'",
     )
     by_name = {c.info.run_name: c for c in children}
     assert set(by_name) == {"ingest", "index", "cloze/npm/tau=1"}
@@ -47,10 +53,14 @@ def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_
     assert by_name["index"].data.params["index_id"] == index.id
     evaluation = by_name["cloze/npm/tau=1"].data.params  # the metric traces back to corpus, encoder and index
     assert (evaluation["index_id"], evaluation["corpus_id"], evaluation["encoder_fingerprint"]) == (
-        index.id, open_snapshot(first.corpus).id, index.config["encoder_fingerprint"])
+        index.id,
+        open_snapshot(first.corpus).id,
+        index.config["encoder_fingerprint"],
+    )
     # the cached re-run embedded nothing and evaluated nothing: no evaluation run under the second parent
     assert not client.search_runs(
-        [e.experiment_id for e in client.search_experiments()], filter_string=f"tags.mlflow.parentRunId = '{second.run_id}' and attributes.run_name LIKE 'cloze%'"
+        [e.experiment_id for e in client.search_experiments()],
+        filter_string=f"tags.mlflow.parentRunId = '{second.run_id}' and attributes.run_name LIKE 'cloze%'",
     )
 
 

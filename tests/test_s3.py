@@ -12,17 +12,19 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
+from conftest import NEWS_PARTITION_MB
 from distributed import LocalCluster
-from prefect.testing.utilities import prefect_test_harness
 from s3fs import S3FileSystem
 from typer.testing import CliRunner
 
 from flows.cli import app
-from npmcore.storage import list_snapshots, open_snapshot
+from npmcore.snapshots import open_index
+from npmcore.storage import list_snapshots
 
 MOTO_SERVER = Path(sys.executable).with_name("moto_server")
-ARTICLES = 20  # Lee news articles in the corpus (about 5k tokens)
-QUERY = "A new blaze near [MASK], south-west of Sydney, has forced the closure of the Hume Highway."  # article 1, masked
+QUERY = (
+    "A new blaze near [MASK], south-west of Sydney, has forced the closure of the Hume Highway."  # article 1, masked
+)
 runner = CliRunner()
 
 
@@ -38,7 +40,9 @@ def s3_endpoint(tmp_path_factory) -> Iterator[str]:
     port = free_port()
     log = tmp_path_factory.mktemp("moto") / "moto.log"
     with log.open("wb") as out:
-        proc = subprocess.Popen([str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(
+            [str(MOTO_SERVER), "-H", "127.0.0.1", "-p", str(port)], stdout=out, stderr=subprocess.STDOUT
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -69,7 +73,12 @@ def s3_bucket(s3_endpoint, monkeypatch, tmp_path) -> Iterator[str]:
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
     monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
     # nothing but these variables: no profile, no credentials file, no instance metadata service
-    for name in ("AWS_PROFILE", "AWS_SESSION_TOKEN", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_CONTAINER_CREDENTIALS_FULL_URI"):
+    for name in (
+        "AWS_PROFILE",
+        "AWS_SESSION_TOKEN",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+        "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "no-aws-credentials"))
     monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "no-aws-config"))
@@ -82,25 +91,11 @@ def s3_bucket(s3_endpoint, monkeypatch, tmp_path) -> Iterator[str]:
 
 
 @pytest.fixture
-def prefect_server() -> Iterator[None]:
-    """One Prefect server for all the commands of a test (each would start its own)."""
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
-
-
-@pytest.fixture
 def dask_address(s3_bucket, prefect_server) -> Iterator[str]:
     """One local Dask cluster for all the commands of a test (each would start its own); its
     worker, started after the AWS_* variables are set, inherits them."""
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         yield cluster.scheduler_address
-
-
-@pytest.fixture
-def news_file(tmp_path, news_lines) -> Path:
-    path = tmp_path / "news.txt"
-    path.write_text("\n".join(news_lines[:ARTICLES]) + "\n")
-    return path
 
 
 def cli(*args: str) -> str:
@@ -116,30 +111,39 @@ class Snapshots(NamedTuple):
     index: str
 
 
-def pipeline(store: str, news: Path, dask_address: str) -> Snapshots:
-    """Ingest ``news`` and index it (the newest corpus of ``store``) through the CLI; returns the snapshot URLs."""
-    corpus = cli("ingest", str(news), "--store", store, "--dask-address", dask_address)
-    index = cli("index", "--store", store, "--factory", "Flat", "--dask-address", dask_address)
-    return Snapshots(corpus, open_snapshot(index, verify=False).inputs[0]["datastore"], index)
-
-
-def test_ingest_index_and_query_on_s3_match_a_local_store(s3_bucket, dask_address, news_file, tmp_path, monkeypatch):
-    local = pipeline(str(tmp_path / "store"), news_file, dask_address)
+def test_ingest_index_and_query_on_s3_match_a_local_store(s3_bucket, dask_address, news_store, tmp_path, monkeypatch):
+    """The shared news store, built again through the CLI with its store on S3."""
+    local = Snapshots(news_store.corpus, news_store.datastore, news_store.index)
     store = f"s3://{s3_bucket}/store"
-    remote = pipeline(store, news_file, dask_address)
+    corpus = cli(
+        "ingest",
+        news_store.raw,
+        "--store",
+        store,
+        "--partition-mb",
+        str(NEWS_PARTITION_MB),
+        "--dask-address",
+        dask_address,
+    )
+    index = cli(
+        "index", "--store", store, "--factory", "Flat", "--dask-address", dask_address
+    )  # the newest corpus of the store
+    remote = Snapshots(corpus, open_index(index).datastore, index)
 
     fs = S3FileSystem()
     for url, local_url in zip(remote, local, strict=True):
         assert url.startswith(f"{store}/"), url
         assert fs.exists(f"{url}/manifest.json"), f"no manifest at {url}"
         assert cli("verify", url).startswith("ok: ")
-        assert url.rsplit("/", 1)[1] == local_url.rsplit("/", 1)[1]  # same corpus, config and code: the same content address
+        assert (
+            url.rsplit("/", 1)[1] == local_url.rsplit("/", 1)[1]
+        )  # same corpus, config and code: the same content address
     assert [u for u, _ in list_snapshots(store, "corpus")] == [remote.corpus]
 
     local_answers = json.loads(cli("query", "--index", local.index, "--json", QUERY))
-    monkeypatch.setenv("HOME", str(tmp_path / "home"))  # the S3 index is copied into ~/.cache/npmcore: here, not reused
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the S3 index is copied into $XDG_CACHE_HOME/npmcore
     answers = json.loads(cli("query", "--index", remote.index, "--json", QUERY))
-    assert (tmp_path / "home" / ".cache" / "npmcore" / "index" / remote.index.rsplit("/", 1)[1] / "manifest.json").exists()
+    assert (tmp_path / "cache" / "npmcore" / "index" / remote.index.rsplit("/", 1)[1] / "manifest.json").exists()
     assert len(answers) == 5 and all(a["answer"] and a["evidence"] for a in answers)
     assert answers == local_answers
 
@@ -154,14 +158,14 @@ def test_ingest_index_and_query_on_s3_match_a_local_store(s3_bucket, dask_addres
     ],
     ids=lambda args: args[0],
 )
-def test_an_s3_store_without_credentials_fails_fast_and_is_left_untouched(args, s3_bucket, news_file, monkeypatch):
+def test_an_s3_store_without_credentials_fails_fast_and_is_left_untouched(args, s3_bucket, news_store, monkeypatch):
     store = f"s3://{s3_bucket}/store"
     with monkeypatch.context() as no_credentials:
         no_credentials.delenv("AWS_ACCESS_KEY_ID")
         no_credentials.delenv("AWS_SECRET_ACCESS_KEY")
         S3FileSystem.clear_instance_cache()
         start_s = time.perf_counter()
-        result = runner.invoke(app, [a.format(store=store, news=news_file) for a in args])
+        result = runner.invoke(app, [a.format(store=store, news=news_store.raw) for a in args])
         elapsed = time.perf_counter() - start_s
     S3FileSystem.clear_instance_cache()
     message = " ".join(result.output.split())

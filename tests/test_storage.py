@@ -2,7 +2,15 @@
 
 import pytest
 
-from npmcore.storage import FileEntry, Manifest, SnapshotError, SnapshotWriter, list_snapshots, open_snapshot, snapshot_id
+from npmcore.storage import (
+    FileEntry,
+    Manifest,
+    SnapshotError,
+    SnapshotWriter,
+    list_snapshots,
+    open_snapshot,
+    snapshot_id,
+)
 
 
 def write_snapshot(store: str, payload: dict[str, bytes]) -> str:

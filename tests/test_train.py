@@ -10,7 +10,6 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-
 from typer.testing import CliRunner
 
 from flows.cli import app
@@ -19,9 +18,24 @@ from npmcore.encoder import load_encoder, load_masked_lm, load_tokenizer
 from npmcore.ingest import IngestConfig, ingest
 from npmcore.masking import MaskingConfig
 from npmcore.storage import SnapshotError, list_snapshots
-from npmcore.train import CHECKPOINTS, PRESETS, TrainConfig, average_gradients, batch_loss, configure, main, mask_batch, train
+from npmcore.train import (
+    CHECKPOINTS,
+    PRESETS,
+    TrainConfig,
+    average_gradients,
+    batch_loss,
+    configure,
+    main,
+    mask_batch,
+    train,
+)
 
-OBJECTIVES = {"npm": {}, "npm-single": {"objective": "npm-single"}, "mlm": {"objective": "mlm"}, "npm+mlm": {"mlm_weight": 0.5}}
+OBJECTIVES = {
+    "npm": {},
+    "npm-single": {"objective": "npm-single"},
+    "mlm": {"objective": "mlm"},
+    "npm+mlm": {"mlm_weight": 0.5},
+}
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +45,9 @@ def corpus(tmp_path_factory, news_path) -> str:
 
 @pytest.fixture(scope="module")
 def config(corpus) -> TrainConfig:
-    return TrainConfig(corpus=corpus, steps=4, batch_size=4, warmup_steps=1, checkpoint_every=2, masking=MaskingConfig())
+    return TrainConfig(
+        corpus=corpus, steps=4, batch_size=4, warmup_steps=1, checkpoint_every=2, masking=MaskingConfig()
+    )
 
 
 def global_batch(config: TrainConfig):
@@ -82,7 +98,9 @@ def test_two_process_ddp_equals_one_process(tmp_path, config, objective):
     if batch.mlm is not None:  # and MLM targets
         assert set((batch.mlm.positions // batch.mlm.input_ids.shape[1]).tolist()) >= {0, 3}
     loss, grads = loss_and_grads(model, batch, config)
-    assert ("cls.predictions.transform.dense.weight" in grads) == (batch.mlm is not None)  # the head learns with MLM only
+    assert ("cls.predictions.transform.dense.weight" in grads) == (
+        batch.mlm is not None
+    )  # the head learns with MLM only
     out = tmp_path / "ddp.pt"
     mp.start_processes(_ddp_worker, args=(2, free_port(), config, str(out)), nprocs=2, start_method="spawn")
     ddp = torch.load(out)
@@ -131,7 +149,7 @@ def test_bad_input(tmp_path, config, news_path):
 
 
 def checkpoint_config(run) -> dict:
-    (_, manifest), = list_snapshots(str(run), CHECKPOINTS)
+    ((_, manifest),) = list_snapshots(str(run), CHECKPOINTS)
     return manifest.config
 
 
@@ -139,8 +157,24 @@ def test_torchrun_trains_on_two_processes_and_the_run_can_be_registered(tmp_path
     """A preset with overrides: the overrides win, the preset fills the rest, warm-up keeps its share."""
     run = tmp_path / "run"
     command = [
-        sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2", "-m", "npmcore.train",
-        "--corpus", config.corpus, "--run-dir", str(run), "--preset", "cpu-quality", "--steps", "2", "--batch-size", "4",
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--standalone",
+        "--nproc-per-node",
+        "2",
+        "-m",
+        "npmcore.train",
+        "--corpus",
+        config.corpus,
+        "--run-dir",
+        str(run),
+        "--preset",
+        "cpu-quality",
+        "--steps",
+        "2",
+        "--batch-size",
+        "4",
     ]
     subprocess.run(command, check=True, timeout=300)
     saved = checkpoint_config(run)
@@ -152,10 +186,30 @@ def test_torchrun_trains_on_two_processes_and_the_run_can_be_registered(tmp_path
 
 
 def test_main_applies_the_preset_then_the_overrides(tmp_path, config, monkeypatch):
-    for name, value in {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "RANK": "0", "WORLD_SIZE": "1"}.items():
+    for name, value in {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+    }.items():
         monkeypatch.setenv(name, value)
     run = tmp_path / "run"
-    main(["--corpus", config.corpus, "--run-dir", str(run), "--preset", "cpu-mlm", "--steps", "2", "--batch-size", "4", "--lr", "1e-4"])
+    main(
+        [
+            "--corpus",
+            config.corpus,
+            "--run-dir",
+            str(run),
+            "--preset",
+            "cpu-mlm",
+            "--steps",
+            "2",
+            "--batch-size",
+            "4",
+            "--lr",
+            "1e-4",
+        ]
+    )
     saved = checkpoint_config(run)
     assert (saved["objective"], saved["steps"], saved["batch_size"], saved["lr"]) == ("mlm", 2, 4, 1e-4)
     assert saved["warmup_steps"] == round(PRESETS["cpu-mlm"]["warmup_steps"] * 2 / PRESETS["cpu-mlm"]["steps"])
@@ -168,7 +222,9 @@ def test_configure_composes_presets_and_overrides(config):
     assert (short.steps, short.warmup_steps, short.masking.ratio, short.objective) == (80, 10, 0.2, "npm")
     assert short.masking.content_words  # the preset's masking, with the ratio overridden
     assert configure(config.corpus, "cpu-quality", steps=80, warmup_steps=3).warmup_steps == 3
-    with pytest.raises(ValueError, match="warmup_steps=100 with steps=100: the learning rate would never reach its peak"):
+    with pytest.raises(
+        ValueError, match="warmup_steps=100 with steps=100: the learning rate would never reach its peak"
+    ):
         configure(config.corpus, "cpu-quality", steps=100, warmup_steps=100)
     with pytest.raises(ValueError, match="unknown preset 'gpu'"):
         configure(config.corpus, "gpu")
@@ -206,7 +262,9 @@ def test_export_writes_fp16_weights_with_the_tokenizer_unchanged(tmp_path, confi
     _, with_head = load_masked_lm(str(tmp_path / "enc"))
     for name, tensor in trained.state_dict().items():  # the exported weights are the trained ones, rounded to fp16
         assert torch.equal(with_head.state_dict()[name], tensor.half().float()), name
-    assert exported.state_dict().keys() == trained.base_model.state_dict().keys()  # the encoder alone, no head, no pooler
+    assert (
+        exported.state_dict().keys() == trained.base_model.state_dict().keys()
+    )  # the encoder alone, no head, no pooler
     _, initial, _ = load_trained(run, 0)  # step 0: the encoder the run started from
     assert encoder_fingerprint(initial.base_model) == encoder_fingerprint(load_encoder(base_encoder_path())[1])
     missing = runner.invoke(app, ["export", run, "--out", str(tmp_path / "other"), "--step", "3"])

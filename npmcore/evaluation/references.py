@@ -6,7 +6,8 @@ never part of it):
 
 | task | documents |
 |---|---|
-| sst2, mr, cr, rt | every review of the *other* three sentiment sets (SST without neutral items), one per document, plus subj's subjective reviews |
+| sst2, mr, cr, rt | every review of the *other* three sentiment sets (SST without neutral items), one per |
+|                  | document, plus subj's subjective reviews |
 | subj | every review of sst2, mr, cr, rt, plus ``enwiki_sample/wiki_00`` (objective, summary-like text) |
 | agn | ``enwiki_sample/wiki_00`` and ``wiki_01`` plus the Lee news corpus shipped in gensim |
 | rte | ``enwiki_sample/wiki_00`` plus the Lee news corpus |
@@ -158,8 +159,12 @@ def reference_documents(task: Task, data_dir: Path) -> Iterator[dict]:
     documents = list(_candidates(task, data_dir))
     dropped = set().union(*_hits(task, documents))
     if dropped:
-        logger.info("task %s: dropped %d of %d reference documents that contain an evaluated example",
-                    task.name, len(dropped), len(documents))
+        logger.info(
+            "task %s: dropped %d of %d reference documents that contain an evaluated example",
+            task.name,
+            len(dropped),
+            len(documents),
+        )
     for i, doc in enumerate(documents):
         if i not in dropped:
             yield doc

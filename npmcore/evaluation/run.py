@@ -9,16 +9,18 @@ LAMA tasks report the macro average over answer lengths 1, 2, 3, 4+ (in encoder 
 of the shortest gold answer), as the paper does.
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 
 from npmcore.evaluation.metrics import exact_match, length_bucket, macro_by_length
 from npmcore.evaluation.tasks import Task
-from npmcore.inference import NPM, InferenceConfig, label_token_ids
+from npmcore.inference import NPM, InferenceConfig, Mode, label_token_ids
 
-System = Literal["npm", "npm-single"]
+# npm: BM25-restricted for open-set tasks (the paper), kNN for closed-set; npm-no-bm25: kNN over the
+# index for open-set tasks too; npm-single: one [MASK] vector, single-token answers.
+System = Literal["npm", "npm-no-bm25", "npm-single"]
 
 
 @dataclass(frozen=True)
@@ -43,24 +45,31 @@ class Result:
     notes: dict[str, int]  # counts worth reporting: skipped examples, dropped label words, abstentions
 
 
-def evaluate(
-    task: Task, npm: NPM, system: System = "npm", config: InferenceConfig = InferenceConfig(), batch_size: int = 16,
+def run_task(
+    task: Task,
+    npm: NPM,
+    system: System = "npm",
+    config: InferenceConfig = InferenceConfig(),
+    batch_size: int = 16,
     calibrate: bool = True,
 ) -> Result:
-    """Run ``task`` against ``npm`` (an index of the task's reference corpus); ``calibrate``:
-    closed-set scores relative to the task's domain premise (when it has one)."""
+    """Run ``task`` against ``npm`` (an index of the task's reference corpus) with ``system``
+    (which sets ``config.restrict``); ``calibrate``: closed-set scores relative to the task's
+    domain premise (when it has one)."""
     if not task.examples:
         raise ValueError(f"task {task.name} has no examples to evaluate (skipped: {task.skipped})")
+    config = replace(config, restrict=system != "npm-no-bm25")
+    mode = "npm-single" if system == "npm-single" else "npm"
     notes = {f"skipped_{reason}": count for reason, count in task.skipped.items()}
     labels = label_ids(task, npm, notes) if task.kind == "closed" else None
-    prior = domain_scores(task, npm, labels, system, config) if labels is not None and calibrate and task.domain else None
+    prior = domain_scores(task, npm, labels, mode, config) if labels is not None and calibrate and task.domain else None
     records = []
     for lo in range(0, len(task.examples), batch_size):
         batch = task.examples[lo : lo + batch_size]
         if labels is None:
-            records.extend(_open(batch, npm, system, config))
+            records.extend(_open(batch, npm, mode, config))
         else:
-            records.extend(_closed(task, batch, npm, labels, prior, system, config, notes))
+            records.extend(_closed(task, batch, npm, labels, prior, mode, config, notes))
     correct = [r.correct for r in records]
     if task.macro_key == "answer_length":
         metric, score = "macro_exact_match", macro_by_length(correct, answer_lengths(task, npm))
@@ -71,7 +80,10 @@ def evaluate(
 
 def answer_lengths(task: Task, npm: NPM) -> list[int]:
     """Per open-set example, the length in encoder tokens of its shortest gold answer."""
-    return [min(len(npm.tokenizer(f" {a}", add_special_tokens=False)["input_ids"]) for a in ex.answers) for ex in task.examples]
+    return [
+        min(len(npm.tokenizer(f" {a}", add_special_tokens=False)["input_ids"]) for a in ex.answers)
+        for ex in task.examples
+    ]
 
 
 def accuracy_by_length(result: Result, lengths: list[int]) -> dict[str, float]:
@@ -89,24 +101,32 @@ def label_ids(task: Task, npm: NPM, notes: dict[str, int]) -> list[np.ndarray]:
         ids, dropped = label_token_ids(npm.tokenizer, list(words))
         notes["label_words_dropped"] = notes.get("label_words_dropped", 0) + len(dropped)
         if len(ids) == 0:
-            raise ValueError(f"task {task.name}: no word of label {name!r} ({', '.join(words)}) is a single token of the encoder")
+            raise ValueError(
+                f"task {task.name}: no word of label {name!r} ({', '.join(words)}) is a single token of the encoder"
+            )
         out.append(ids)
     return out
 
 
-def domain_scores(task: Task, npm: NPM, labels: list[np.ndarray], system: System, config: InferenceConfig) -> np.ndarray:
+def domain_scores(task: Task, npm: NPM, labels: list[np.ndarray], mode: Mode, config: InferenceConfig) -> np.ndarray:
     """(labels,) log scores of the task's domain premise. A label none of whose words the premise
     retrieves gets the lowest finite score of the others (none retrieved at all: zeros, no calibration)."""
-    row = npm.classify([task.domain], labels, mode=system, config=config)[0]
+    row = npm.classify([task.domain], labels, mode=mode, config=config)[0]
     finite = row[np.isfinite(row)]
     return np.where(np.isfinite(row), row, finite.min() if len(finite) else 0.0)
 
 
 def _closed(
-    task: Task, examples, npm: NPM, labels: list[np.ndarray], prior: np.ndarray | None, system: System,
-    config: InferenceConfig, notes: dict[str, int],
+    task: Task,
+    examples,
+    npm: NPM,
+    labels: list[np.ndarray],
+    prior: np.ndarray | None,
+    mode: Mode,
+    config: InferenceConfig,
+    notes: dict[str, int],
 ) -> list[Record]:
-    scores = npm.classify([ex.query for ex in examples], labels, mode=system, config=config)
+    scores = npm.classify([ex.query for ex in examples], labels, mode=mode, config=config)
     if prior is not None:
         scores = scores - prior  # -inf (no word of the label retrieved) stays -inf
     records = []
@@ -116,17 +136,29 @@ def _closed(
             records.append(Record(ex.id, ex.query, task.labels[ex.label], "", float("-inf"), False, ""))
             continue
         best = int(np.argmax(row))
-        records.append(Record(ex.id, ex.query, task.labels[ex.label], task.labels[best], float(row[best]), best == ex.label, ""))
+        records.append(
+            Record(ex.id, ex.query, task.labels[ex.label], task.labels[best], float(row[best]), best == ex.label, "")
+        )
     return records
 
 
-def _open(examples, npm: NPM, system: System, config: InferenceConfig) -> list[Record]:
+def _open(examples, npm: NPM, mode: Mode, config: InferenceConfig) -> list[Record]:
     queries = [ex.query for ex in examples]
-    answers = npm.predict(queries, config) if system == "npm" else npm.predict_tokens(queries, config)
+    answers = npm.predict(queries, config) if mode == "npm" else npm.predict_tokens(queries, config)
     records = []
     for ex, found in zip(examples, answers, strict=True):
         top = found[0] if found else None
         text = top.text if top else ""
         evidence = str(top.evidence[0].block) if top and top.evidence else ""
-        records.append(Record(ex.id, ex.query, " | ".join(ex.answers), text, top.score if top else 0.0, bool(top) and exact_match(text, ex.answers), evidence))
+        records.append(
+            Record(
+                ex.id,
+                ex.query,
+                " | ".join(ex.answers),
+                text,
+                top.score if top else 0.0,
+                bool(top) and exact_match(text, ex.answers),
+                evidence,
+            )
+        )
     return records

@@ -19,8 +19,15 @@ from typing import Literal
 import numpy as np
 
 from npmcore.evaluation.readers import (
-    GOOGLE_RE_TEMPLATES, lama_facts, lama_templates, read_csv, read_jsonl, read_tsv, schema_error,
-    string_field, string_list,
+    GOOGLE_RE_TEMPLATES,
+    lama_facts,
+    lama_templates,
+    read_csv,
+    read_jsonl,
+    read_tsv,
+    schema_error,
+    string_field,
+    string_list,
 )
 from npmcore.evaluation.templates import CLOSED_SPECS, MASK, ClosedSpec, clean, label_words, lama_query, question_query
 
@@ -240,7 +247,13 @@ def load_task(
     if skipped:
         logger.info("task %s: skipped %s", name, dict(skipped))
     return Task(
-        name=name, kind="closed" if name in CLOSED_TASKS else "open", examples=subsample(examples, limit, seed),
-        labels=labels, label_words=words, skipped=dict(skipped),
-        macro_key="answer_length" if name in LAMA_TASKS else None, domain=domain, split=split,
+        name=name,
+        kind="closed" if name in CLOSED_TASKS else "open",
+        examples=subsample(examples, limit, seed),
+        labels=labels,
+        label_words=words,
+        skipped=dict(skipped),
+        macro_key="answer_length" if name in LAMA_TASKS else None,
+        domain=domain,
+        split=split,
     )

@@ -6,7 +6,8 @@ Closed-set tasks (classification; Shi et al. 2022 templates, as in the NPM paper
 |---|---|---|
 | sst2, mr, cr, rt | ``{text} It was [MASK].`` | terrible / great (+ fuzzy synonyms) |
 | subj | ``{text} This is a [MASK].`` | review (subjective) / summary (objective) |
-| agn | ``{title} {description} The text topic is about [MASK].`` | politics / sports / business / technology (+ fuzzy synonyms) |
+| agn | ``{title} {description} The text topic is about [MASK].`` | politics / sports / business / technology |
+|     |                                                          | (+ fuzzy synonyms) |
 | rte | ``{premise}, right? [MASK], {hypothesis}`` | Yes (entailment) / No |
 
 Each closed-set task also has a *domain premise*: its template without the input
@@ -54,34 +55,68 @@ def _rte_fields(fields: dict[str, str]) -> dict[str, str]:
 
 def _sentiment(file: str, text: str = "text", label: str = "label", label_map: dict | None = None) -> ClosedSpec:
     return ClosedSpec(
-        file=file, fields=(text,), label_field=label, label_map=label_map or {"0": 0, "1": 1},
-        template="{%s} It was [MASK]." % text, text_fields=(text,), labels=("negative", "positive"),
-        words=("terrible", "great"), domain="It was [MASK].", verbalizer="fuzzy_verbalizers/sst2_label_names_sentidict.txt",
+        file=file,
+        fields=(text,),
+        label_field=label,
+        label_map=label_map or {"0": 0, "1": 1},
+        template="{%s} It was [MASK]." % text,
+        text_fields=(text,),
+        labels=("negative", "positive"),
+        words=("terrible", "great"),
+        domain="It was [MASK].",
+        verbalizer="fuzzy_verbalizers/sst2_label_names_sentidict.txt",
     )
 
 
 CLOSED_SPECS: dict[str, ClosedSpec] = {
-    "sst2": _sentiment("sst2/test.tsv", label_map={  # 5-class SST: 3 is neutral
-        "__label__1": 0, "__label__2": 0, "__label__3": None, "__label__4": 1, "__label__5": 1}),
+    "sst2": _sentiment(
+        "sst2/test.tsv",
+        label_map={  # 5-class SST: 3 is neutral
+            "__label__1": 0,
+            "__label__2": 0,
+            "__label__3": None,
+            "__label__4": 1,
+            "__label__5": 1,
+        },
+    ),
     "mr": _sentiment("mr/test.csv"),
     "cr": _sentiment("cr/test.csv"),
     "rt": _sentiment("rt/test.jsonl", text="input", label="output", label_map={"negative": 0, "positive": 1}),
     "subj": ClosedSpec(
-        file="subj/test.csv", fields=("text",), label_field="score", label_map={"0": 0, "1": 1},
-        template="{text} This is a [MASK].", text_fields=("text",),
-        labels=("subjective", "objective"), words=("review", "summary"), domain="This is a [MASK]."),
+        file="subj/test.csv",
+        fields=("text",),
+        label_field="score",
+        label_map={"0": 0, "1": 1},
+        template="{text} This is a [MASK].",
+        text_fields=("text",),
+        labels=("subjective", "objective"),
+        words=("review", "summary"),
+        domain="This is a [MASK].",
+    ),
     "agn": ClosedSpec(
-        file="agn/test.csv", fields=("Title", "Description"), label_field="Class Index",
+        file="agn/test.csv",
+        fields=("Title", "Description"),
+        label_field="Class Index",
         label_map={"1": 0, "2": 1, "3": 2, "4": 3},
-        template="{Title} {Description} The text topic is about [MASK].", text_fields=("Title", "Description"),
-        labels=("World", "Sports", "Business", "Sci/Tech"), words=("politics", "sports", "business", "technology"),
+        template="{Title} {Description} The text topic is about [MASK].",
+        text_fields=("Title", "Description"),
+        labels=("World", "Sports", "Business", "Sci/Tech"),
+        words=("politics", "sports", "business", "technology"),
         domain="The text topic is about [MASK].",
-        verbalizer="fuzzy_verbalizers/agn_label_names_kb.txt"),
+        verbalizer="fuzzy_verbalizers/agn_label_names_kb.txt",
+    ),
     "rte": ClosedSpec(
-        file="rte/val.jsonl", fields=("premise", "hypothesis"), label_field="label",
-        label_map={"entailment": 0, "not_entailment": 1}, template="{premise}, right? [MASK], {hypothesis}",
-        text_fields=("premise",), labels=("entailment", "not_entailment"), words=("Yes", "No"), domain="Right? [MASK].",
-        prepare=_rte_fields),
+        file="rte/val.jsonl",
+        fields=("premise", "hypothesis"),
+        label_field="label",
+        label_map={"entailment": 0, "not_entailment": 1},
+        template="{premise}, right? [MASK], {hypothesis}",
+        text_fields=("premise",),
+        labels=("entailment", "not_entailment"),
+        words=("Yes", "No"),
+        domain="Right? [MASK].",
+        prepare=_rte_fields,
+    ),
 }
 
 

@@ -109,7 +109,9 @@ def _add(index: faiss.Index, vectors: np.ndarray, first_id: int, chunk: int = 65
             index.add_with_ids(x, np.arange(first_id + lo, first_id + lo + len(x), dtype=np.int64))
         else:
             if index.ntotal != first_id + lo:
-                raise ValueError(f"{type(index).__name__} takes ids in order: expected first id {index.ntotal}, got {first_id + lo}")
+                raise ValueError(
+                    f"{type(index).__name__} takes ids in order: expected first id {index.ntotal}, got {first_id + lo}"
+                )
             index.add(x)
 
 

@@ -1,0 +1,95 @@
+"""Evidence: the passages an answer comes from, read back from the corpus snapshot.
+
+An index knows every token by its global id (``Corpus`` of :mod:`npmcore.phrases`); the
+block texts stay in the corpus snapshot. :class:`EvidenceReader` reads a block's title and
+text (a shard at a time, cached), tokenizes the passage again with character offsets and
+turns an :class:`Evidence` (global token ids) into an :class:`EvidenceSpan`: the passage
+as the encoder saw it and the answer's character span in it.
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+from transformers import PreTrainedTokenizerFast
+
+from npmcore.blocks import encoder_input
+from npmcore.encoder import special_frame
+from npmcore.phrases import Corpus
+from npmcore.snapshots import IndexSnapshot, open_corpus, read_shard
+
+
+@dataclass(frozen=True)
+class Evidence:
+    block: int  # global block number
+    first: int  # global id of the span's first token
+    last: int  # and of its last token (inclusive)
+    score: float  # the position's normalised share of the query's candidate scores
+
+
+@dataclass(frozen=True)
+class Passage:
+    block_id: str  # "{doc_id}#{block_index}"
+    title: str
+    text: str  # the passage as the encoder saw it: "{title}. {block text}"
+    token_chars: list[tuple[int, int]]  # character span in ``text`` of each content token
+
+
+@dataclass(frozen=True)
+class EvidenceSpan:
+    """Where an answer stands: ``text[start:end]`` is its occurrence."""
+
+    block_id: str
+    title: str
+    text: str  # the passage as the encoder saw it
+    start: int
+    end: int
+    score: float  # the occurrence's normalised share of the query's candidate scores
+
+
+class EvidenceReader:
+    """Passages of an index snapshot's blocks, read from its corpus snapshot."""
+
+    def __init__(self, index: IndexSnapshot, tokenizer: PreTrainedTokenizerFast, corpus: Corpus):
+        self.corpus_url = index.corpus
+        self.shards = open_corpus(index.corpus).shards
+        self.bounds = np.cumsum([0, *index.manifest.config["shard_blocks"]])  # first global block of each shard
+        self.tokenizer = tokenizer
+        self.corpus = corpus
+        self._frame = special_frame(tokenizer)
+        self._rows: dict[int, list[tuple[str, str, str]]] = {}
+
+    def passage(self, block: int) -> Passage:
+        """The block's id, title and text, with the character span of each content token."""
+        block_id, title, text = self._row(block)
+        passage = encoder_input(title, text)
+        enc = self.tokenizer(passage, return_offsets_mapping=True)
+        before, after = self._frame
+        chars = [tuple(c) for c in enc["offset_mapping"][before : len(enc["input_ids"]) - after]]
+        n = int(self.corpus.offsets[block + 1] - self.corpus.offsets[block])
+        if len(chars) != n:
+            raise ValueError(f"block {block_id}: {len(chars)} tokens when tokenized again, {n} in the index")
+        return Passage(block_id, title, passage, chars)
+
+    def span(self, evidence: Evidence) -> EvidenceSpan:
+        """The passage of an evidence and the characters of its span."""
+        p = self.passage(evidence.block)
+        lo = int(self.corpus.offsets[evidence.block])
+        start, end = p.token_chars[evidence.first - lo][0], p.token_chars[evidence.last - lo][1]
+        return EvidenceSpan(p.block_id, p.title, p.text, start, end, evidence.score)
+
+    def surface(self, evidence: Evidence) -> str:
+        """The passage's own characters of an evidence span (not word pieces decoded again:
+        "left-wing" and "São Paulo" stay as written)."""
+        span = self.span(evidence)
+        return span.text[span.start : span.end]
+
+    def _row(self, block: int) -> tuple[str, str, str]:
+        """(block_id, title, text) of a global block number (its shard read once, then cached)."""
+        shard = int(np.searchsorted(self.bounds, block, side="right") - 1)
+        if shard not in self._rows:
+            path, entry = self.shards[shard]
+            table = read_shard(self.corpus_url, path, entry, ["block_id", "title", "text"])
+            self._rows[shard] = list(
+                zip(*(table.column(c).to_pylist() for c in ("block_id", "title", "text")), strict=True)
+            )
+        return self._rows[shard][block - int(self.bounds[shard])]

@@ -1,0 +1,31 @@
+"""Figures for MLflow runs: bar and line plots on a bare matplotlib ``Figure`` (no pyplot,
+no global backend, nothing to close), which ``mlflow.log_figure`` saves."""
+
+from collections.abc import Sequence
+
+from matplotlib.figure import Figure
+
+
+def bar_plot(values: dict[str, float], xlabel: str, ylabel: str, title: str) -> Figure:
+    """One bar per key, scores in [0, 1]."""
+    figure = Figure(figsize=(4, 3))
+    axes = figure.subplots()
+    axes.bar(list(values), list(values.values()))
+    axes.set(xlabel=xlabel, ylabel=ylabel, ylim=(0, 1), title=title)
+    figure.tight_layout()
+    return figure
+
+
+def line_plot(
+    curves: dict[str, Sequence[tuple[float, float]]], xlabel: str, ylabel: str, title: str, log_x: bool = False
+) -> Figure:
+    """One line (with markers) per named curve of (x, y) points, scores in [0, 1]."""
+    figure = Figure(figsize=(5, 3.5))
+    axes = figure.subplots()
+    for name, points in curves.items():
+        xs, ys = zip(*sorted(points), strict=True)
+        axes.plot(xs, ys, marker="o", label=name)
+    axes.set(xlabel=xlabel, ylabel=ylabel, ylim=(0, 1), title=title, xscale="log" if log_x else "linear")
+    axes.legend()
+    figure.tight_layout()
+    return figure

@@ -1,0 +1,189 @@
+"""Reading snapshots: each kind's name, its files and its typed lineage.
+
+The writers (:mod:`npmcore.ingest`, :mod:`npmcore.datastore`, :mod:`npmcore.indexer`,
+:mod:`npmcore.train`, :mod:`npmcore.tracking`) make snapshots; every reader opens them
+here. A snapshot's lineage is a field, not a dictionary lookup::
+
+    corpus      Parquet block shards of the input files       CorpusSnapshot
+    datastore   a vector per content token of a corpus        DatastoreSnapshot(.corpus)
+    index       FAISS + token ids + BM25 of a datastore       IndexSnapshot(.datastore, .corpus)
+    encoder     a registered model exported for the workers   (manifest only)
+    checkpoint  a training run's weights and optimizer        (npmcore.train)
+"""
+
+import io
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import fsspec
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from fsspec.implementations.local import LocalFileSystem
+
+from npmcore.storage import FileEntry, Manifest, SnapshotError, join, list_snapshots, open_snapshot, sha256_bytes
+
+CORPUS, DATASTORE, INDEX, ENCODER, CHECKPOINT = "corpus", "datastore", "index", "encoder", "checkpoint"
+
+BLOCK_SCHEMA = pa.schema(
+    [
+        ("block_id", pa.string()),
+        ("doc_id", pa.string()),
+        ("block_index", pa.int32()),
+        ("title", pa.string()),
+        ("source", pa.string()),
+        ("text", pa.string()),
+        ("token_ids", pa.list_(pa.int32())),
+        ("title_tokens", pa.int32()),  # the first title_tokens non-special token ids spell the "{title}. " prefix
+        ("content_hash", pa.string()),
+        ("source_hash", pa.string()),  # sha256 of the document's source (dump pages: page id, title, wikitext)
+    ]
+)
+DATASTORE_ARRAYS = ("vectors", "tokens", "offsets")
+
+
+def _encoder(config: dict) -> str | None:
+    """The encoder a snapshot was made with: a path or name, None for the default encoder."""
+    return None if config["encoder"] == "default" else config["encoder"]
+
+
+@dataclass(frozen=True)
+class CorpusSnapshot:
+    url: str
+    manifest: Manifest
+
+    @property
+    def encoder(self) -> str | None:
+        """The encoder whose tokenizer made the token ids (None: the default encoder)."""
+        return _encoder(self.manifest.config)
+
+    @property
+    def tokenizer(self) -> str:
+        """Fingerprint of that tokenizer (:func:`npmcore.encoder.tokenizer_fingerprint`)."""
+        return self.manifest.config["tokenizer"]
+
+    @property
+    def shards(self) -> list[tuple[str, FileEntry]]:
+        """(path, checksum) of every block shard, in order."""
+        return sorted(self.manifest.files.items())
+
+
+@dataclass(frozen=True)
+class DatastoreSnapshot:
+    url: str
+    manifest: Manifest
+
+    @property
+    def corpus(self) -> str:
+        return self.manifest.inputs[0]["corpus"]
+
+    @property
+    def encoder(self) -> str | None:
+        return _encoder(self.manifest.config)
+
+    @property
+    def encoder_fingerprint(self) -> str:
+        return self.manifest.config["encoder_fingerprint"]
+
+
+@dataclass(frozen=True)
+class IndexSnapshot:
+    url: str
+    manifest: Manifest
+
+    @property
+    def datastore(self) -> str:
+        return self.manifest.inputs[0]["datastore"]
+
+    @property
+    def datastore_id(self) -> str:
+        return self.manifest.inputs[0]["datastore_id"]
+
+    @property
+    def corpus(self) -> str:
+        return self.manifest.inputs[0]["corpus"]
+
+    @property
+    def corpus_id(self) -> str:
+        return self.manifest.inputs[0]["corpus_id"]
+
+    @property
+    def encoder(self) -> str | None:
+        return _encoder(self.manifest.config)
+
+    @property
+    def encoder_fingerprint(self) -> str:
+        return self.manifest.config["encoder_fingerprint"]
+
+
+def open_corpus(url: str, verify: bool = False) -> CorpusSnapshot:
+    return CorpusSnapshot(url, open_snapshot(url, CORPUS, verify))
+
+
+def open_datastore(url: str, verify: bool = False) -> DatastoreSnapshot:
+    return DatastoreSnapshot(url, open_snapshot(url, DATASTORE, verify))
+
+
+def open_index(url: str, verify: bool = False) -> IndexSnapshot:
+    return IndexSnapshot(url, open_snapshot(url, INDEX, verify))
+
+
+def newest_corpus(store: str) -> str:
+    """URL of the newest corpus snapshot of ``store``."""
+    found = list_snapshots(store, CORPUS)
+    if not found:
+        raise ValueError(f"no corpus snapshot in {store}: run `npmcore ingest` first or pass --corpus")
+    return found[-1][0]
+
+
+# --- corpus blocks ----------------------------------------------------------------------
+
+
+def read_shard(url: str, path: str, entry: FileEntry, columns: list[str] | None = None) -> pa.Table:
+    """One block shard of the corpus snapshot at ``url``, checked against its manifest entry
+    (read once: hashed in memory, then parsed)."""
+    with fsspec.open(join(url, path), "rb") as f:
+        data = f.read()
+    if sha256_bytes(data) != entry.sha256:
+        raise SnapshotError(f"snapshot {url}: checksum mismatch in {path} (manifest sha256 {entry.sha256[:12]}…)")
+    return pq.read_table(io.BytesIO(data), columns=columns)
+
+
+def read_blocks(url: str, columns: list[str] | None = None) -> Iterator[pa.Table]:
+    """The block tables of a corpus snapshot, one per shard, in order, each verified as it is read."""
+    corpus = open_corpus(url)
+    for path, entry in corpus.shards:
+        yield read_shard(url, path, entry, columns)
+
+
+# --- datastore arrays -------------------------------------------------------------------
+
+
+def shard_arrays(url: str, name: str, files: dict[str, FileEntry] | None = None) -> dict[str, np.ndarray]:
+    """The arrays of one datastore shard: memory-mapped when local, read otherwise; with
+    ``files`` (the manifest's entries) the sizes are checked (checksums: :func:`open_snapshot`)."""
+    arrays = {}
+    for key in DATASTORE_ARRAYS:
+        relpath = f"shards/{name}/{key}.npy"
+        fs, path = fsspec.core.url_to_fs(join(url, relpath))
+        if not fs.exists(path):
+            raise SnapshotError(f"datastore {url}: file {relpath} is missing")
+        if files is not None and fs.size(path) != files[relpath].bytes:
+            raise SnapshotError(
+                f"datastore {url}: {relpath} has {fs.size(path)} bytes, the manifest says {files[relpath].bytes}"
+            )
+        if isinstance(fs, LocalFileSystem):
+            arrays[key] = np.load(path, mmap_mode="r")
+        else:
+            with fs.open(path, "rb") as f:
+                arrays[key] = np.load(io.BytesIO(f.read()))
+    return arrays
+
+
+def iter_shards(url: str) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """(first global token id, arrays) of each shard of a datastore, in order."""
+    manifest = open_datastore(url).manifest
+    first = 0
+    for name, tokens in zip(manifest.config["shards"], manifest.config["shard_tokens"], strict=True):
+        yield first, shard_arrays(url, name, manifest.files)
+        first += tokens

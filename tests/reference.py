@@ -1,0 +1,79 @@
+"""Brute-force references for NPM inference: the paper's formulas with Python loops."""
+
+import math
+from collections import defaultdict
+
+import numpy as np
+
+from npmcore.snapshots import read_blocks
+from npmcore.vocab import FUNCTION_WORDS
+
+QUERIES = [  # real sentences of the shared news articles with one word masked
+    "The Prime Minister, John [MASK], has revealed he will go to Indonesia for a summit meeting.",
+    "The Federal Government says it is considering [MASK] from the Australian Council of Trade Unions.",
+    "Firefighters are battling a bushfire near [MASK].",
+    "Police say the man was [MASK] after the incident.",
+]
+
+
+def corpus_blocks(corpus_url: str) -> list[list[int]]:
+    """Content token ids of every block (the special tokens around each block dropped)."""
+    rows = [ids for t in read_blocks(corpus_url, ["token_ids"]) for ids in t.column("token_ids").to_pylist()]
+    return [ids[1:-1] for ids in rows]  # MiniLM: [CLS] … [SEP]
+
+
+def is_stopword(tokenizer, word: list[int]) -> bool:
+    """A word (its token ids) is a function word or punctuation, read from its decoded text."""
+    text = tokenizer.decode(word).strip().lower()
+    return text in FUNCTION_WORDS or not any(c.isalnum() for c in text)
+
+
+def brute_force(blocks, vectors, block_numbers, q_start, q_end, tables, k, l_max, tau, tokenizer):
+    """Phrase -> normalised score, by enumerating spans around the exact top-k tokens of
+    ``block_numbers`` whose first and last words are content words."""
+    where = [(b, p) for b in block_numbers for p in range(len(blocks[b]))]
+    V = np.concatenate([vectors[b] for b in block_numbers]).astype(np.float64)
+    d = V.shape[1]
+    s_sim, e_sim = V @ q_start / math.sqrt(d), V @ q_end / math.sqrt(d)
+    starts, ends = np.argsort(-s_sim)[:k], np.argsort(-e_sim)[:k]
+    index_of = {bp: i for i, bp in enumerate(where)}
+
+    def word_start(b, p):
+        toks = blocks[b]
+        return p == 0 or tables.word_start[toks[p]] or tables.boundary[toks[p - 1]]
+
+    def whole(b, first, last):
+        toks = blocks[b]
+        if any(tables.special[toks[i]] for i in range(first, last + 1)):
+            return False
+        return word_start(b, first) and (last + 1 == len(toks) or word_start(b, last + 1))
+
+    def content(b, first, last):
+        toks = blocks[b]
+        starts = [p for p in range(first, last + 1) if word_start(b, p)] + [last + 1]
+        return not is_stopword(tokenizer, toks[first : starts[1]]) and not is_stopword(
+            tokenizer, toks[starts[-2] : last + 1]
+        )
+
+    positions = set()
+    for i in starts:
+        b, p = where[i]
+        for j in range(l_max):
+            if p + j < len(blocks[b]) and whole(b, p, p + j) and content(b, p, p + j):
+                positions.add((b, p, p + j))
+    for i in ends:
+        b, p = where[i]
+        for j in range(l_max):
+            if p - j >= 0 and whole(b, p - j, p) and content(b, p - j, p):
+                positions.add((b, p - j, p))
+    scores = defaultdict(float)
+    for b, first, last in positions:
+        phrase = tuple(blocks[b][first : last + 1])
+        scores[phrase] += math.exp(s_sim[index_of[(b, first)]] / tau) + math.exp(e_sim[index_of[(b, last)]] / tau)
+    total = sum(scores.values())
+    return sorted(((p, s / total) for p, s in scores.items()), key=lambda item: -item[1])
+
+
+def assert_same_answers(answers, reference, n=5):
+    assert [a.token_ids for a in answers[:n]] == [p for p, _ in reference[:n]]
+    np.testing.assert_allclose([a.score for a in answers[:n]], [s for _, s in reference[:n]], atol=1e-4)

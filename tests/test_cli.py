@@ -1,0 +1,75 @@
+"""The ``npmcore`` command line, as a user runs it: output, exit status, messages."""
+
+import json
+
+import pytest
+from reference import QUERIES
+from typer.testing import CliRunner
+
+from flows.cli import app
+from npmcore.snapshots import open_index
+from npmcore.storage import open_snapshot
+
+runner = CliRunner()
+
+
+def test_cli_ingest_prints_the_snapshot(tmp_path, enwiki_shard, prefect_server):
+    result = runner.invoke(app, ["ingest", enwiki_shard, "--store", str(tmp_path), "--workers", "1"])
+    assert result.exit_code == 0, result.output
+    url = result.output.strip().splitlines()[-1]
+    manifest = open_snapshot(url)
+    assert manifest.inputs[0]["format"] == "wikiextractor" and manifest.counts["empty_docs"] > 0
+
+
+def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(news_store, prefect_server):
+    args = [
+        "index",
+        "--store",
+        news_store.store,
+        "--corpus",
+        news_store.corpus,
+        "--factory",
+        "IVF16,Flat",
+        "--workers",
+        "2",
+    ]
+    built = runner.invoke(app, args)
+    assert built.exit_code == 0, built.output
+    url = built.output.strip().splitlines()[-1]
+    assert (
+        open_index(url).datastore == news_store.datastore and url != news_store.index
+    )  # a new index, no new embedding
+    result = runner.invoke(app, ["query", "--index", url, "--json", QUERIES[0]])
+    assert result.exit_code == 0, result.output
+    answers = json.loads(result.output.strip().splitlines()[-1])
+    assert len(answers) == 5 and set(answers[0]) == {"answer", "score", "evidence"}
+    evidence = answers[0]["evidence"][0]
+    assert set(evidence) == {"block_id", "title", "text", "start", "end", "score"}
+    assert evidence["text"][evidence["start"] : evidence["end"]] == answers[0]["answer"]
+    shown = runner.invoke(app, ["query", "--index", url, QUERIES[0]])
+    assert shown.exit_code == 0 and answers[0]["answer"] in shown.output
+    bad = runner.invoke(app, ["query", "--index", url, "no mask here"])
+    assert bad.exit_code == 2 and "exactly one [MASK]" in bad.output
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ingest", "/nonexistent/dump.xml.bz2"], "/nonexistent/dump.xml.bz2: no such file"),
+        (["ingest", "--format", "parquet", "x"], "unknown format 'parquet'"),
+        (["ingest", "--max-tokens", "8", "x"], "max_tokens"),
+        (["verify", "/nonexistent/snapshot"], "manifest.json is missing"),
+        (
+            ["train", "--preset", "cpu-quality", "--steps", "50", "--warmup-steps", "50"],
+            "learning rate would never reach its peak",
+        ),
+        (["compare", "a"], "two or more"),
+    ],
+)
+def test_cli_bad_input_exits_non_zero_with_a_clear_message(tmp_path, args, message):
+    result = runner.invoke(
+        app, [*args, "--store", str(tmp_path)] if args[0] in ("ingest", "train", "compare") else args
+    )
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
+    assert not list(tmp_path.glob("corpus/*/manifest.json"))

@@ -1,0 +1,254 @@
+"""Evaluation runs on the shared news index: metrics, calibration, the evaluate flow's systems
+and sweeps, MLflow runs, compare and the learning curve."""
+
+import json
+
+import numpy as np
+import pytest
+from mlflow import MlflowClient
+from reference import QUERIES
+from typer.testing import CliRunner
+
+from flows.cli import app
+from npmcore.evaluation.run import run_task
+from npmcore.evaluation.tasks import Example, Task, load_task
+from npmcore.inference import NPM, InferenceConfig, label_token_ids
+from npmcore.storage import open_snapshot
+
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def flat(news_store) -> NPM:
+    return NPM(news_store.index)
+
+
+def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path, prefect_server):
+    config = InferenceConfig(restrict=True)
+    predicted = [a[0].text for a in flat.predict(QUERIES, config)]
+    path = tmp_path / "cloze.jsonl"
+    # gold = the model's own answer for the first two queries, an absent phrase for the others
+    golds = [[predicted[0]], [predicted[1].upper() + "!"], ["no such answer"], ["nothing like it"]]
+    path.write_text("".join(json.dumps({"query": q, "answers": g}) + "\n" for q, g in zip(QUERIES, golds, strict=True)))
+    result = run_task(load_task("cloze", path=str(path)), flat, "npm", config)
+    assert (result.n, result.metric) == (4, "exact_match")
+    assert [r.correct for r in result.records] == [True, True, False, False] and result.score == 0.5
+    assert [r.prediction for r in result.records] == predicted
+    store = tmp_path / "store"
+    out = runner.invoke(
+        app, ["eval", "--task", "cloze", "--data", str(path), "--index", flat.url, "--store", str(store), "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == {
+        "task": "cloze",
+        "n": 4,
+        "metric": "exact_match",
+        "score": 0.5,
+    }
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])
+    assert run.data.metrics["exact_match"] == 0.5 and run.data.params["index"] == flat.url
+    assert run.data.params["encoder_fingerprint"] == flat.manifest.config["encoder_fingerprint"]
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["predictions.jsonl"]
+    single = runner.invoke(
+        app,
+        [
+            "eval",
+            "--task",
+            "cloze",
+            "--data",
+            str(path),
+            "--index",
+            flat.url,
+            "--store",
+            str(store),
+            "--system",
+            "npm-single",
+        ],
+    )
+    assert single.exit_code == 0, single.output
+    runs = client.search_runs([run.info.experiment_id], order_by=["attributes.start_time ASC"])
+    table = runner.invoke(app, ["compare", *(r.info.run_id for r in runs), "--store", str(store)])
+    assert table.exit_code == 0, table.output
+    row = next(line for line in table.output.splitlines() if "cloze/npm exact_match" in line)
+    assert "0.5000" in row and "–" in row  # the NPM run has it, the NPM single run does not
+    bad = runner.invoke(app, ["compare", "models:/npm-encoder/9", "default", "--store", str(store)])
+    assert bad.exit_code == 2 and "no evaluation run" in bad.output
+
+
+def test_closed_set_evaluation_counts_correct_labels(flat):
+    examples = tuple(
+        Example(q, (), label, f"q{i}", q) for i, (q, label) in enumerate(zip(QUERIES, [0, 1, 0, 1], strict=True))
+    )
+    task = Task(
+        "toy",
+        "closed",
+        examples,
+        ("australia", "police"),
+        (("australia", "australian"), ("police", "unputdownable")),
+        {},
+        None,
+    )
+    config = InferenceConfig(k=300, tau=5.0)
+    result = run_task(task, flat, "npm", config)
+    scores = flat.classify(
+        list(QUERIES), [label_token_ids(flat.tokenizer, list(w))[0] for w in task.label_words], config=config
+    )
+    # no label word retrieved (every score -inf): an abstention, counted as wrong
+    expected = [
+        bool(np.isfinite(row).any()) and int(np.argmax(row)) == ex.label
+        for row, ex in zip(scores, examples, strict=True)
+    ]
+    assert [r.correct for r in result.records] == expected and result.score == np.mean(expected)
+    assert result.notes["label_words_dropped"] == 1
+
+
+def test_closed_set_calibration_subtracts_the_domain_premise_scores(flat):
+    words = (("government", "minister"), ("police", "officers"))
+    examples = tuple(Example(q, (), i % 2, f"q{i}", q) for i, q in enumerate(QUERIES))
+    domain = "The news was about [MASK]."
+    task = Task("toy", "closed", examples, ("politics", "crime"), words, {}, None, domain=domain)
+    config = InferenceConfig(k=flat.index.ntotal, tau=5.0)  # every token: each label word is retrieved
+    ids = [label_token_ids(flat.tokenizer, list(w))[0] for w in words]
+    prior = flat.classify([domain], ids, config=config)[0]
+    assert np.isfinite(prior).all()  # the premise retrieves a word of each label
+    raw = flat.classify(list(QUERIES), ids, config=config)
+    calibrated = run_task(task, flat, "npm", config)
+    uncalibrated = run_task(task, flat, "npm", config, calibrate=False)
+    for scores, result in ((raw - prior, calibrated), (raw, uncalibrated)):
+        assert [r.prediction for r in result.records] == [task.labels[int(np.argmax(row))] for row in scores]
+        assert [r.score for r in result.records] == pytest.approx([float(row.max()) for row in scores])
+
+
+def test_evaluate_flow_runs_systems_temperatures_and_exact_search(flat, tmp_path, prefect_server):
+    store = tmp_path / "store"
+    args = [
+        "eval",
+        "--task",
+        "trex",
+        "--limit",
+        "6",
+        "--index",
+        flat.url,
+        "--store",
+        str(store),
+        "--exact",
+        "--system",
+        "npm",
+        "--system",
+        "npm-no-bm25",
+        "--tau",
+        "1",
+        "--tau",
+        "2",
+    ]
+    out = runner.invoke(app, args)
+    assert out.exit_code == 0, out.output
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])
+    seen = sorted((r.data.params["system"], r.data.params["tau"], r.data.params["factory"]) for r in runs)
+    assert seen == [
+        ("npm", "1.0", "Flat"),
+        ("npm", "2.0", "Flat"),
+        ("npm-no-bm25", "1.0", "Flat"),
+        ("npm-no-bm25", "1.0", "Flat"),
+        ("npm-no-bm25", "2.0", "Flat"),
+        ("npm-no-bm25", "2.0", "Flat"),
+    ]
+    assert (
+        len({r.data.params["index"] for r in runs}) == 2
+    )  # the given index and the exact one built from its datastore
+    for run in runs:
+        assert "macro_exact_match" in run.data.metrics and any(
+            m.startswith("exact_match_len_") for m in run.data.metrics
+        )
+        assert {a.path for a in client.list_artifacts(run.info.run_id)} == {
+            "predictions.jsonl",
+            "accuracy_by_answer_length.png",
+        }
+    bad = runner.invoke(app, ["eval", "--suite", "slow", "--index", flat.url])
+    assert bad.exit_code == 2 and "unknown suite 'slow'" in bad.output
+
+
+def test_eval_data_is_the_cloze_file_and_other_tasks_load_their_own(tmp_path):
+    from tasks.evaluate import load_task_examples
+
+    path = tmp_path / "cloze.jsonl"
+    path.write_text(json.dumps({"query": "Paris is the capital of [MASK].", "answers": ["France"]}) + "\n")
+    assert load_task_examples.fn("mr", 5, 0, str(path), "test") == load_task("mr", limit=5, seed=0)
+    assert load_task_examples.fn("cloze", 5, 0, str(path), "test") == load_task(
+        "cloze", limit=5, seed=0, path=str(path)
+    )
+
+
+@pytest.mark.slow
+def test_learning_curve_logs_checkpoint_scores_into_the_training_run(news_store, tmp_path, prefect_server):
+    from flows.train import TrainParams, train_encoder
+    from npmcore.tracking import logged_curve
+
+    store = tmp_path / "store"
+    train_encoder(TrainParams(store=str(store), corpus=news_store.corpus, steps=2, batch_size=4, checkpoint_every=1))
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("npm-train").experiment_id])
+    path = tmp_path / "cloze.jsonl"
+    path.write_text("".join(json.dumps({"query": q, "answers": ["Howard"]}) + "\n" for q in QUERIES))
+    args = [
+        "learning-curve",
+        run.info.run_id,
+        "--store",
+        str(store),
+        "--task",
+        "cloze",
+        "--data",
+        str(path),
+        "--corpus",
+        news_store.corpus,
+    ]
+    out = runner.invoke(app, [*args, "--step", "0", "--step", "2"])
+    assert out.exit_code == 0, out.output
+    history = client.get_metric_history(run.info.run_id, "eval.cloze")
+    assert sorted(m.step for m in history) == [0, 2]
+    evals = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])
+    assert sorted(r.data.params["model"].rsplit("/", 1)[-1] for r in evals) == ["step-0000000", "step-0000002"]
+    by_step = {r.data.params["model"].rsplit("-", 1)[-1]: r.data.metrics["exact_match"] for r in evals}
+    assert {m.step: m.value for m in history} == {int(s): v for s, v in by_step.items()}
+    assert all(r.data.params["corpus_id"] == open_snapshot(news_store.corpus).id for r in evals)
+    assert "learning_curve.png" in {a.path for a in client.list_artifacts(run.info.run_id)}
+    out = runner.invoke(app, [*args, "--step", "1"])
+    assert out.exit_code == 0, out.output
+    assert sorted(logged_curve(client, run.info.run_id)) == [0, 1, 2]  # the plot shows both invocations' steps
+
+
+@pytest.mark.slow
+def test_corpus_size_sweep_logs_the_score_against_reference_corpus_tokens(tmp_path, prefect_server):
+    store = tmp_path / "store"
+    out = runner.invoke(
+        app,
+        [
+            "eval",
+            "--task",
+            "trex",
+            "--limit",
+            "10",
+            "--wiki-files",
+            "0",
+            "--wiki-files",
+            "1",
+            "--store",
+            str(store),
+            "--json",
+        ],
+    )
+    assert out.exit_code == 0, out.output
+    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    runs = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])
+    by_name = {r.info.run_name: r for r in runs}
+    tasks = [r for r in runs if r.info.run_name == "trex/npm/tau=1"]
+    sizes = sorted(int(r.data.params["corpus_tokens"]) for r in tasks)
+    assert len(sizes) == 2 and sizes[0] < sizes[1]  # evidence only, then evidence + one enwiki file
+    curve = client.get_metric_history(by_name["trex/corpus-size"].info.run_id, "macro_exact_match.npm.tau1")
+    expected = sorted((int(r.data.params["corpus_tokens"]), r.data.metrics["macro_exact_match"]) for r in tasks)
+    assert sorted((m.step, m.value) for m in curve) == expected
+    assert "score_by_corpus_size.png" in {
+        a.path for a in client.list_artifacts(by_name["trex/corpus-size"].info.run_id)
+    }
