@@ -23,7 +23,8 @@ from npmcore.cluster import dask_cluster
 from npmcore.encoder import cached_encoder, encoder_fingerprint
 from npmcore.snapshots import INDEX, IndexSnapshot, open_corpus, open_datastore, open_index
 from npmcore.storage import list_snapshots
-from npmcore.tracking import resolve_encoder, tracking, tracking_uri
+from npmcore.tracking import log_snapshot_input, resolve_encoder, tracking, tracking_uri
+from tasks import link_runs
 
 
 class BackfillParams(BaseModel):
@@ -92,6 +93,9 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
         index = index_corpus(IndexParams(store=params.store, corpus=corpus, model=encoder, cluster=cluster), previous)
     datastore = open_datastore(open_index(index).datastore).manifest
     with tracking(uri, params.experiment), mlflow.start_run(run_name=f"backfill {params.dump_date}"):
+        link_runs(uri)
+        log_snapshot_input("corpus", corpus, "produced")
+        log_snapshot_input("index", index, "produced")
         mlflow.log_params(
             {
                 "dump": params.dump,

@@ -237,7 +237,10 @@ def train_command(
         str | None,
         typer.Option(help="Initial encoder: path, cached name or models:/npm-encoder/N (e.g. the MLM stage's)."),
     ] = None,
-    alias: Annotated[str | None, typer.Option(help="Registry alias for the new version, e.g. champion.")] = None,
+    alias: Annotated[str | None, typer.Option(help="Registry alias for the new version, e.g. candidate.")] = None,
+    promote: Annotated[
+        bool, typer.Option(help="Make it npm-encoder@champion if it beats the champion on dev data.")
+    ] = False,
     seed: int = 0,
 ) -> None:
     """Train an encoder (NPM, or the masked-LM stage before it); logs to MLflow and registers npm-encoder."""
@@ -255,9 +258,28 @@ def train_command(
         mlm_weight=mlm_weight,
         encoder=encoder,
         alias=alias,
+        promote=promote,
         seed=seed,
     )
     print(train_encoder(params, progress=sys.stderr.isatty()))
+
+
+@app.command(name="promote")
+@command
+def promote_command(
+    model: Annotated[str, typer.Argument(help="A registered version: models:/npm-encoder/N.")],
+    store: Store = "npm-store",
+    alias: Annotated[str, typer.Option(help="The alias to move.")] = "champion",
+    force: Annotated[bool, typer.Option(help="Move the alias without evaluating.")] = False,
+) -> None:
+    """Point npm-encoder@champion at a version if it beats the current champion on the dev evaluation."""
+    from flows.prefect_api import prefect_api
+    from flows.promote import PromoteParams, promote
+
+    with prefect_api():
+        decision = promote(PromoteParams(model=model, store=store, alias=alias, force=force))
+    console.print(f"{'promoted' if decision.promoted else 'kept'}: {decision.reason}")
+    print(f"models:/npm-encoder@{alias} -> {model if decision.promoted else decision.champion}")
 
 
 @app.command(name="register")
@@ -672,6 +694,19 @@ def snapshots_command(
     for url, manifest in list_snapshots(absolute_store(store), kind):
         table.add_row(manifest.id, manifest.created, " ".join(f"{k}={v:,}" for k, v in manifest.counts.items()), url)
     console.print(table)
+
+
+@app.command(name="dask-certs")
+@command
+def dask_certs_command(
+    folder: Annotated[Path, typer.Argument(help="Folder to write ca.pem and a certificate and key per role into.")],
+    host: Annotated[list[str], typer.Option(help="Name or IP address of the scheduler and workers (repeatable).")],
+) -> None:
+    """Write a private certificate authority and scheduler, worker and client certificates for a Dask cluster with
+    mutual TLS (see infra/README.md: a client without a certificate of this authority is refused)."""
+    from npmcore.security import write_dask_certificates
+
+    print(write_dask_certificates(folder, host))
 
 
 @app.command(name="verify")

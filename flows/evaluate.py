@@ -19,7 +19,7 @@ from npmcore.indexer import IndexConfig, build_index
 from npmcore.inference import InferenceConfig
 from npmcore.plots import line_plot
 from npmcore.snapshots import open_index
-from npmcore.tracking import resolve_encoder, tracking, tracking_uri
+from npmcore.tracking import model_version, resolve_encoder, tracking, tracking_uri
 from tasks.evaluate import RunSettings, evaluate_run_task, load_task_examples
 
 QUICK_SUITE = ["sst2", "mr", "cr", "rt", "subj", "agn", "rte", "trex", "google_re", "nq", "triviaqa"]
@@ -171,6 +171,7 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
     )  # an unreachable MLflow server fails now, not after the reference indexes are built
     settings = RunSettings(
         model=params.model,
+        model_version=model_version(params.model, params.store),
         encoder=resolve_encoder(params.model, params.store),
         calibrate=params.calibrate,
         limit=params.limit,

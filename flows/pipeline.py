@@ -21,7 +21,8 @@ from npmcore.cluster import dask_cluster
 from npmcore.inference import NPM
 from npmcore.snapshots import newest_corpus
 from npmcore.storage import read_manifest
-from npmcore.tracking import tracking, tracking_uri
+from npmcore.tracking import log_snapshot_input, model_version, tracking, tracking_uri
+from tasks import link_runs
 
 CLOZE_TEST = Path(__file__).resolve().parents[1] / "bench" / "data" / "cloze-test.jsonl"  # facts of the default corpus
 
@@ -82,17 +83,17 @@ def pipeline(params: PipelineParams | None = None, progress: bool = False) -> Pi
         mlflow.start_run(run_name="pipeline") as parent,
         dask_cluster(params.ingest.cluster.dask_address, params.ingest.cluster.n_workers) as address,
     ):
+        link_runs(tracking_uri(store))
         cluster = ClusterParams(dask_address=address)  # one cluster for every stage: its workers stay warm
         with mlflow.start_run(run_name="ingest", nested=True, experiment_id=parent.info.experiment_id):
             corpus = ingest_corpus(params.ingest.model_copy(update={"cluster": cluster}), progress)
             log_snapshot("corpus", corpus)
-        encoder = (
-            train_encoder(params.train.model_copy(update={"store": store, "corpus": corpus}), progress)
-            if params.train
-            else None
-        )
+        encoder = None
+        if params.train:  # its run under this one, in this experiment
+            stage = {"store": store, "corpus": corpus, "experiment": params.experiment}
+            encoder = train_encoder(params.train.model_copy(update=stage), progress)
         index_params = params.index.model_copy(update={"store": store, "cluster": cluster})
-        index, rows = index_and_evaluate(corpus, encoder, index_params, params.evaluate, parent.info.experiment_id)
+        index, rows = index_and_evaluate(corpus, encoder, index_params, params.evaluate, params.experiment)
     return result(corpus, encoder, index, rows, answer(index, params.queries), parent.info.run_id)
 
 
@@ -119,15 +120,17 @@ def index_rebuild(params: RebuildParams | None = None) -> PipelineResult:
     evaluate it, under one MLflow parent run."""
     params = params or RebuildParams()
     corpus = params.corpus or newest_corpus(params.store)
+    version = model_version(params.model, params.store)  # fails now, with the way out, when the alias is missing
     with (
         tracking(tracking_uri(params.store), params.experiment),
-        mlflow.start_run(run_name="index-rebuild") as parent,
+        mlflow.start_run(run_name=f"index-rebuild {version}") as parent,
         dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address,
     ):
+        link_runs(tracking_uri(params.store))
         cluster = ClusterParams(dask_address=address)
         index_params = params.index.model_copy(update={"store": params.store, "cluster": cluster})
         eval_params = params.evaluate.model_copy(update={"store": params.store, "cluster": cluster})
-        index, rows = index_and_evaluate(corpus, params.model, index_params, eval_params, parent.info.experiment_id)
+        index, rows = index_and_evaluate(corpus, params.model, index_params, eval_params, params.experiment)
     return result(corpus, params.model, index, rows, [], parent.info.run_id)
 
 
@@ -135,13 +138,18 @@ def index_and_evaluate(
     corpus: str, encoder: str | None, index: IndexParams, evaluation: EvalParams, experiment: str
 ) -> tuple[str, list[EvalRow]]:
     """The index and evaluate stages inside an active MLflow parent run (whose params and
-    metrics they fill): a nested run for the index, nested evaluation runs per task."""
+    metrics they fill): a nested run for the index, nested evaluation runs per task, all in
+    the parent's ``experiment`` (MLflow shows a run's children from its own experiment)."""
     store, cluster = index.store, index.cluster
-    with mlflow.start_run(run_name="index", nested=True, experiment_id=experiment):
+    with mlflow.start_run(run_name="index", nested=True):
+        log_snapshot_input("corpus", corpus, "indexing")
         url = index_corpus(index.model_copy(update={"corpus": corpus, "model": encoder}))
         log_snapshot("index", url)
-    rows = evaluate(evaluation.model_copy(update={"store": store, "index": url, "model": encoder, "cluster": cluster}))
-    mlflow.log_params({"corpus": corpus, "encoder": encoder or "default", "index": url})
+    stage = {"store": store, "index": url, "model": encoder, "cluster": cluster, "experiment": experiment}
+    rows = evaluate(evaluation.model_copy(update=stage))
+    version = model_version(encoder, store)
+    mlflow.log_params({"corpus": corpus, "encoder": encoder or "default", "encoder_version": version, "index": url})
+    log_snapshot_input("corpus", corpus, "pipeline")
     mlflow.log_metrics({f"{r.task}.{r.system}.{r.metric}": r.score for r in rows})
     return url, rows
 
@@ -187,10 +195,12 @@ def result(
 
 
 def log_snapshot(kind: str, url: str) -> None:
-    """A stage run's lineage: the snapshot's URL, id, inputs and config as params, its counts as metrics."""
+    """A stage run's lineage: the snapshot's URL, id, inputs and config as params, its counts as metrics,
+    the snapshot itself as a dataset."""
     manifest = read_manifest(url)
     mlflow.log_params({kind: url, f"{kind}_id": manifest.id, "package_version": manifest.package_version})
     for position, given in enumerate(manifest.inputs):
         mlflow.log_params({f"input.{position}.{k}": str(v)[:500] for k, v in given.items()})
     mlflow.log_params({f"config.{k}": str(v)[:500] for k, v in manifest.config.items()})
     mlflow.log_metrics({k: float(v) for k, v in manifest.counts.items()})
+    log_snapshot_input(kind, url, "produced")

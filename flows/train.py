@@ -7,6 +7,7 @@ from prefect import flow
 from pydantic import BaseModel, Field, model_validator
 
 from flows.params import StoreURL, default_store
+from flows.promote import PromoteParams, promote
 from npmcore.snapshots import newest_corpus
 from npmcore.tracking import resolve_encoder, tracking_uri
 from npmcore.train import TrainConfig, configure
@@ -45,7 +46,12 @@ class TrainParams(BaseModel):
     seed: int = 0
     checkpoint_every: int | None = Field(None, ge=1)
     experiment: str = Field("npm-train", description="MLflow experiment.")
-    alias: str | None = Field(None, description="Registry alias for the new npm-encoder version, e.g. champion.")
+    alias: str | None = Field(None, description="Registry alias for the new npm-encoder version, e.g. candidate.")
+    promote: bool = Field(
+        False,
+        description="Make the new version the champion if it beats the current one on the dev evaluation "
+        "(or if there is none yet): the rule of the promote flow.",
+    )
 
     @model_validator(mode="after")
     def _composes(self) -> "TrainParams":
@@ -64,4 +70,8 @@ def train_encoder(params: TrainParams | None = None, progress: bool = False) -> 
     """Train an encoder (NPM or the masked-LM stage); returns the registered model URI (models:/npm-encoder/N)."""
     params = params or TrainParams()
     config = params.config(params.corpus or newest_corpus(params.store), resolve_encoder(params.encoder, params.store))
-    return train_task(config, params.store, tracking_uri(params.store), params.experiment, params.alias, progress)
+    uri = tracking_uri(params.store)
+    model = train_task(config, params.preset, params.store, uri, params.experiment, params.alias, progress)
+    if params.promote:
+        promote(PromoteParams(model=model, store=params.store))
+    return model

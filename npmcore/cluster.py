@@ -38,6 +38,9 @@ def dask_cluster(address: str | None = None, n_workers: int | None = None) -> It
         yield address
         return
     with LocalCluster(**local_cluster_options(n_workers)) as cluster:
+        # the scheduler lives in this process: its INFO lines (every task's client connecting and
+        # leaving, with a traceback when one leaves mid-message) would bury the pipeline's own
+        logging.getLogger("distributed").setLevel(logging.WARNING)
         log.info("started a local Dask cluster with %d workers at %s", len(cluster.workers), cluster.scheduler_address)
         yield cluster.scheduler_address
 

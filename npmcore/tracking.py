@@ -20,9 +20,9 @@ _URI_VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")
 
 
 @contextmanager
-def tracking(uri: str, experiment: str) -> Iterator[None]:
+def tracking(uri: str, experiment: str | None) -> Iterator[None]:
     """Point MLflow tracking and the model registry at ``uri`` and select ``experiment``
-    for the duration of the block.
+    (None: the registry only, no experiment selected or created) for the duration of the block.
 
     MLflow's setters also write ``MLFLOW_TRACKING_URI`` / ``MLFLOW_REGISTRY_URI`` into the
     environment; both are restored afterwards, so a long-lived process (a Prefect worker)
@@ -31,14 +31,17 @@ def tracking(uri: str, experiment: str) -> Iterator[None]:
     previous = {name: os.environ.get(name) for name in _URI_VARIABLES}
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
-    if uri.startswith("sqlite:///") and mlflow.get_experiment_by_name(experiment) is None:
+    if experiment is None:
+        pass
+    elif uri.startswith("sqlite:///") and mlflow.get_experiment_by_name(experiment) is None:
         # a store-local database keeps its artifacts beside it, not in ./mlruns of whatever folder the process runs in
         artifacts = Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts" / experiment
         try:
             mlflow.create_experiment(experiment, artifact_location=artifacts.as_uri())
         except mlflow.exceptions.MlflowException:  # created meanwhile by another process
             pass
-    mlflow.set_experiment(experiment)
+    if experiment is not None:
+        mlflow.set_experiment(experiment)
     try:
         yield
     finally:
@@ -159,6 +162,9 @@ def export_encoder(model_uri: str, store: str) -> str:
     from npmcore.snapshots import ENCODER
     from npmcore.storage import Manifest, SnapshotWriter, existing_snapshot, snapshot_url
 
+    if "@" in model_uri:  # a missing alias gets a message that says how to make it
+        name, alias = model_uri.removeprefix("models:/").split("@", 1)
+        _version_by_alias(MlflowClient(), name, alias)
     try:
         components = mlflow.transformers.load_model(model_uri, return_type="components")
     except mlflow.exceptions.MlflowException as e:
@@ -187,8 +193,59 @@ def resolve_encoder(model: str | None, store: str) -> str | None:
     """A loadable encoder location: registry URIs (``models:/…``) are exported into the store once."""
     if model is None or not model.startswith("models:/"):
         return model
-    with tracking(tracking_uri(store), "npm-index"):
+    with tracking(tracking_uri(store), None):
         return export_encoder(model, store)
+
+
+def model_version(model: str | None, store: str) -> str | None:
+    """The registry version a model URI names now (``models:/npm-encoder@champion`` ->
+    ``models:/npm-encoder/3``); other encoders as given."""
+    if model is None or not model.startswith("models:/") or "@" not in model:
+        return model
+    name, alias = model.removeprefix("models:/").split("@", 1)
+    with tracking(tracking_uri(store), None):
+        return f"models:/{name}/{_version_by_alias(MlflowClient(), name, alias).version}"
+
+
+def _version_by_alias(client: MlflowClient, name: str, alias: str):
+    try:
+        return client.get_model_version_by_alias(name, alias)
+    except mlflow.exceptions.MlflowException as e:
+        raise ValueError(
+            f"no {name}@{alias} in the model registry at {mlflow.get_registry_uri()}: train one and promote it "
+            f"(`npmcore train … --alias {alias}`, or the train deployment, which promotes), or point the "
+            f"alias at a version (`npmcore promote models:/{name}/N --force`)"
+        ) from e
+
+
+def run_url(uri: str, run) -> str:
+    """Where a run is seen: its page in the MLflow UI for a tracking server, else its id in the store."""
+    if uri.startswith(("http://", "https://")):
+        return f"{uri.rstrip('/')}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+    return f"{uri} run {run.info.run_id}"
+
+
+def log_snapshot_input(kind: str, url: str, context: str) -> None:
+    """A snapshot read by the active run as an MLflow dataset input (the run page's "Datasets"):
+    named by kind and id, digest = its content address."""
+    import warnings
+
+    from mlflow.data.dataset_source_registry import resolve_dataset_source
+    from mlflow.data.meta_dataset import MetaDataset
+
+    from npmcore.storage import read_manifest
+
+    manifest = read_manifest(url)
+    with warnings.catch_warnings():  # a path is a local artifact source however MLflow could read it
+        warnings.simplefilter("ignore", UserWarning)
+        source = resolve_dataset_source(url)
+    mlflow.log_input(MetaDataset(source, name=f"{kind} {manifest.id}", digest=manifest.id), context=context)
+
+
+def describe_version(model_uri: str, description: str) -> None:
+    """Set the description of a registered version (``models:/name/N``) in the active registry."""
+    name, version = model_uri.removeprefix("models:/").rsplit("/", 1)
+    MlflowClient().update_model_version(name, version, description=description)
 
 
 def logged_curve(client: MlflowClient, run_id: str) -> dict[int, dict[str, float]]:

@@ -26,3 +26,29 @@ def inputs_and_version(context: TaskRunContext, parameters: dict[str, Any]) -> s
     """Cache key of a task: its name, its inputs (snapshot URLs name content-addressed
     snapshots) and the package version; ``progress`` (display only) is left out."""
     return hash_objects(context.task.name, {k: v for k, v in parameters.items() if k != "progress"}, __version__)
+
+
+def link_runs(tracking_uri: str) -> None:
+    """Tie the active MLflow run and the Prefect flow run that makes it to each other: the flow
+    run's id, name and UI address become MLflow tags; the MLflow run's address goes to the flow
+    run's log and, for a tracking server, to a link artifact of the flow run."""
+    import mlflow
+    from prefect import get_run_logger
+    from prefect.artifacts import create_link_artifact
+    from prefect.runtime import flow_run
+
+    from npmcore.tracking import run_url
+
+    run = mlflow.active_run()
+    tags = {
+        "prefect.flow_run_id": flow_run.id,
+        "prefect.flow_run_name": flow_run.name,
+        "prefect.flow_run_url": flow_run.ui_url,
+    }
+    mlflow.set_tags({k: v for k, v in tags.items() if v})
+    address = run_url(tracking_uri, run)
+    get_run_logger().info("MLflow run %s: %s", run.info.run_name, address)
+    if address.startswith("http"):
+        create_link_artifact(
+            address, link_text=f"MLflow run {run.info.run_name}", description="The MLflow run of this flow run."
+        )

@@ -9,9 +9,9 @@ from prefect import task
 
 from npmcore.progress import step_progress
 from npmcore.storage import join
-from npmcore.tracking import log_config, log_encoder, tracking
+from npmcore.tracking import describe_version, log_config, log_encoder, log_snapshot_input, tracking
 from npmcore.train import StepStats, TrainConfig, export_checkpoint, held_out_metrics, load_trained, train
-from tasks import HOUR, inputs_and_version, is_transient
+from tasks import HOUR, inputs_and_version, is_transient, link_runs
 
 
 def _log_step(stats: StepStats) -> None:
@@ -29,23 +29,46 @@ def _log_step(stats: StepStats) -> None:
     persist_result=True,
 )
 def train_task(
-    config: TrainConfig, store: str, tracking_uri: str, experiment: str, alias: str | None, progress: bool
+    config: TrainConfig, preset: str, store: str, tracking_uri: str, experiment: str, alias: str | None, progress: bool
 ) -> str:
     """Train in a new MLflow run (resuming from its run folder's newest checkpoint on a retry)
-    and register the encoder; returns the registered model URI. The same config, store and
-    package version give the cached URI without training again."""
-    with tracking(tracking_uri, experiment), mlflow.start_run(nested=True) as run:
+    and register the encoder, described by its run; returns the registered model URI. The same
+    config, store and package version give the cached URI without training again."""
+    run_name = f"{config.objective} {preset} {config.steps} steps"
+    with tracking(tracking_uri, experiment), mlflow.start_run(run_name=run_name, nested=True) as run:
         run_dir = join(store, "runs", run.info.run_id)
         log_config(asdict(config), run_dir)
+        mlflow.set_tag("preset", preset)
+        log_snapshot_input("corpus", config.corpus, "training")
+        link_runs(tracking_uri)
+        last: list[StepStats] = []
         with step_progress("training", config.steps) if progress else nullcontext() as show:
 
             def on_step(stats: StepStats) -> None:
                 _log_step(stats)
+                last[:] = [stats]
                 if show is not None:
                     show(stats)
 
             tokenizer, model = train(config, run_dir, on_step=on_step)
-        return log_encoder(tokenizer, model, alias)
+        uri = log_encoder(tokenizer, model, alias)
+        describe_version(uri, description(config, preset, run.info.run_id, last[0] if last else None))
+        return uri
+
+
+def description(config: TrainConfig, preset: str, run_id: str, final: StepStats | None) -> str:
+    """A registered version's description: what trained it and how far it got."""
+    start = config.encoder or "MiniLM-L6 as published"
+    text = (
+        f"{config.objective} training (preset {preset}) from {start}: {config.steps} steps of {config.batch_size} "
+        f"sequences, lr {config.lr:g}, on corpus snapshot {config.corpus}. MLflow run {run_id}."
+    )
+    if final is not None:
+        accuracies = {
+            k: getattr(final, k) for k in ("start_acc", "end_acc", "mlm_acc") if getattr(final, k) is not None
+        }
+        text += f" Final step: loss {final.loss:.3f}" + "".join(f", {k} {v:.3f}" for k, v in accuracies.items()) + "."
+    return text
 
 
 @task(name="export-checkpoint", timeout_seconds=HOUR)

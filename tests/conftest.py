@@ -1,4 +1,5 @@
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -108,6 +109,13 @@ def roberta_dir(tmp_path_factory, roberta_tokenizer) -> str:
     )
     RobertaModel(config).save_pretrained(path)
     return str(path)
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def kill_once(script: str, folder: Path, pattern: str, timeout_s: float = 300) -> None:

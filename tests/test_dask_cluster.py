@@ -3,7 +3,6 @@
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +14,7 @@ from pathlib import Path
 
 import cloudpickle
 import pytest
+from conftest import free_port
 from distributed import Client
 from typer.testing import CliRunner
 
@@ -36,12 +36,6 @@ cloudpickle.register_pickle_by_value(sys.modules[__name__])  # client.run functi
 class DaskCluster:
     address: str
     workers: list[subprocess.Popen]  # one `dask worker` process group each
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def start(args: list[str], log: Path) -> subprocess.Popen:

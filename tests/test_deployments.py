@@ -35,3 +35,27 @@ def test_index_rebuild_runs_weekly_with_the_champion_encoder():
     (schedule,) = deployment["schedules"]
     CronSchedule(cron=schedule["cron"], timezone=schedule["timezone"])  # raises on an invalid cron string
     assert deployment["parameters"]["params"]["model"] == "models:/npm-encoder@champion"
+
+
+def test_the_compose_stack_is_closed_by_default():
+    """Ports on 127.0.0.1 unless the operator opts in, Prefect and MLflow behind credentials from .env,
+    Dask speaking mutual TLS only: nobody reaches a server by finding its port."""
+    compose = yaml.safe_load((ROOT / "infra" / "compose.yaml").read_text())
+    services = compose["services"]
+    for name, service in services.items():
+        for port in service.get("ports", []):
+            assert port.startswith("${NPM_BIND_ADDRESS:-127.0.0.1}:"), (name, port)
+    shared = compose["x-npm"]["environment"]
+    assert shared["PREFECT_SERVER_API_AUTH_STRING"] == shared["PREFECT_API_AUTH_STRING"]
+    assert shared["PREFECT_API_AUTH_STRING"].startswith("${PREFECT_AUTH_STRING:?")  # no default: it must be set
+    assert "--app-name basic-auth" in services["mlflow"]["command"]
+    assert (
+        shared["DASK_SCHEDULER_ADDRESS"].startswith("tls://")
+        and shared["DASK_DISTRIBUTED__COMM__REQUIRE_ENCRYPTION"] == "true"
+    )
+    assert (
+        "--protocol tls" in services["dask-scheduler"]["command"] and "--tls-cert" in services["dask-worker"]["command"]
+    )
+    example = (ROOT / "infra" / ".env.example").read_text()
+    for variable in ("PREFECT_AUTH_STRING", "MLFLOW_TRACKING_PASSWORD", "AWS_SECRET_ACCESS_KEY"):
+        assert f"{variable}=\n" in example  # documented, empty: secrets are the operator's

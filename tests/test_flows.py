@@ -1,6 +1,9 @@
 """Prefect flows against a real temporary Prefect server: ingest on Dask, training tracked in MLflow."""
 
+import json
 import os
+
+import pytest
 
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams
@@ -15,7 +18,14 @@ def test_ingest_flow_on_a_local_dask_cluster(tmp_path, news_path, prefect_server
     assert sum(t.num_rows for t in read_blocks(url)) == open_snapshot(url).counts["blocks"]
 
 
-def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path, prefect_server):
+SECRETS = {  # what an operator's environment holds; none of it may reach MLflow or Prefect
+    "AWS_SECRET_ACCESS_KEY": "aws-secret-5f1e",
+    "MLFLOW_TRACKING_PASSWORD": "mlflow-secret-9c2a",
+    "PREFECT_API_AUTH_STRING": "admin:prefect-secret-77d0",
+}
+
+
+def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path, prefect_server, monkeypatch):
     import mlflow
     from mlflow import MlflowClient
 
@@ -23,6 +33,8 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path, 
     from npmcore.ingest import IngestConfig, ingest
     from npmcore.tracking import tracking
 
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
     ingest([news_path], str(tmp_path), IngestConfig(max_tokens=64))
     params = TrainParams(
         store=str(tmp_path), steps=3, batch_size=4, warmup_steps=1, alias="champion", experiment="test-train"
@@ -35,6 +47,11 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path, 
     version = client.get_model_version_by_alias("npm-encoder", "champion")
     run = client.get_run(version.run_id)
     assert run.data.params["steps"] == "3" and run.data.params["masking.ratio"] == "0.15"
+    assert run.data.tags["preset"] == "cpu-small" and run.data.tags["prefect.flow_run_id"]  # linked to its flow run
+    assert run.info.run_name == "npm cpu-small 3 steps" and "3 steps of 4 sequences" in version.description
+    assert [d.dataset.digest for d in run.inputs.dataset_inputs] == [open_snapshot(run.data.params["corpus"]).id]
+    logged = " ".join([*run.data.params.values(), *run.data.tags.values(), version.description or ""])
+    assert not [name for name, value in SECRETS.items() if value in logged or value.split(":")[-1] in logged]
     history = client.get_metric_history(run.info.run_id, "loss")
     assert [m.step for m in history] == [1, 2, 3]
     assert {"start_acc", "end_acc", "tokens_per_s", "lr", "spans_per_seq", "masked_fraction"} <= run.data.metrics.keys()
@@ -43,8 +60,37 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path, 
     assert encoder["tokenizer"].mask_token == "[MASK]"
     assert train_encoder(params) == uri  # unchanged inputs: the cached result, no second run
     assert len(client.search_runs([run.info.experiment_id])) == 1
-    again = train_encoder(params.model_copy(update={"seed": 1}))  # a changed config trains again
+    again = train_encoder(params.model_copy(update={"seed": 1, "alias": None}))  # a changed config trains again
     assert again == "models:/npm-encoder/2"
+
+    # promotion: version 2 against the champion (version 1) on a dev cloze file over the same corpus
+    from flows.promote import PromoteParams, promote
+
+    cloze = tmp_path / "cloze.jsonl"
+    cloze.write_text(
+        json.dumps({"query": "The Prime Minister, John [MASK], has revealed it.", "answers": ["Howard"]}) + "\n"
+    )
+    rule = PromoteParams(
+        model=again, store=str(tmp_path), tasks=["cloze"], data=str(cloze), corpus=run.data.params["corpus"]
+    )
+    decision = promote(rule)
+    assert decision.champion == uri and decision.score is not None and decision.champion_score is not None
+    assert decision.promoted == (decision.score > decision.champion_score)
+    tags = client.get_model_version("npm-encoder", "2").tags
+    assert (
+        tags["promotion.decision"] == ("promoted" if decision.promoted else "kept")
+        and tags["promotion.dev_tasks"] == "cloze"
+    )
+    forced = promote(rule.model_copy(update={"force": True}))
+    assert forced.promoted and int(client.get_model_version_by_alias("npm-encoder", "champion").version) == 2
+    assert client.get_model_version("npm-encoder", "2").tags["promotion.reason"] == "forced"
+
+
+def test_a_missing_champion_names_the_way_to_make_one(tmp_path):
+    from npmcore.tracking import model_version
+
+    with pytest.raises(ValueError, match="no npm-encoder@champion in the model registry .*npmcore promote"):
+        model_version("models:/npm-encoder@champion", str(tmp_path))
 
 
 def test_train_params_keep_the_presets_masking_unless_overridden():

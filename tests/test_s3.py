@@ -1,7 +1,6 @@
 """The pipeline with its store on S3: a local S3 server (moto), the real CLI, a local store to compare with."""
 
 import json
-import socket
 import subprocess
 import sys
 import time
@@ -12,7 +11,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from conftest import NEWS_PARTITION_MB
+from conftest import NEWS_PARTITION_MB, free_port
 from distributed import LocalCluster
 from s3fs import S3FileSystem
 from typer.testing import CliRunner
@@ -26,12 +25,6 @@ QUERY = (
     "A new blaze near [MASK], south-west of Sydney, has forced the closure of the Hume Highway."  # article 1, masked
 )
 runner = CliRunner()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,6 @@
 """Training: DDP equals one process on the same global batch (every objective); exact resume;
 presets and overrides; bad input."""
 
-import socket
 import subprocess
 import sys
 from dataclasses import replace
@@ -10,6 +9,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from conftest import free_port
 from typer.testing import CliRunner
 
 from flows.cli import app
@@ -80,12 +80,6 @@ def _ddp_worker(rank: int, world: int, port: int, config: TrainConfig, out: str)
             torch.save({"loss": total / world, "grads": grads}, out)
     finally:
         dist.destroy_process_group()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("objective", OBJECTIVES)
