@@ -67,41 +67,49 @@ def loss_and_grads(model, batch, config):
     return loss.detach(), {n: p.grad.detach().clone() for n, p in model.named_parameters() if p.grad is not None}
 
 
-def _ddp_worker(rank: int, world: int, port: int, config: TrainConfig, out: str) -> None:
+def _ddp_worker(rank: int, world: int, port: int, configs: dict[str, TrainConfig], out: str) -> None:
+    """Each objective's loss and averaged gradients on two gloo ranks (one process pair for all)."""
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        model = masked_lm(config)
-        loss, _ = loss_and_grads(model, global_batch(config), config)
-        average_gradients(model, world)
-        total = loss.clone()
-        dist.all_reduce(total)
+        results = {}
+        for objective, config in configs.items():
+            model = masked_lm(config)
+            loss, _ = loss_and_grads(model, global_batch(config), config)
+            average_gradients(model, world)
+            total = loss.clone()
+            dist.all_reduce(total)
+            results[objective] = {
+                "loss": total / world,
+                "grads": {n: p.grad for n, p in model.named_parameters() if p.grad is not None},
+            }
         if rank == 0:
-            grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
-            torch.save({"loss": total / world, "grads": grads}, out)
+            torch.save(results, out)
     finally:
         dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("objective", OBJECTIVES)
-def test_two_process_ddp_equals_one_process(tmp_path, config, objective):
-    config = replace(config, **OBJECTIVES[objective])
-    model = masked_lm(config)
-    batch = global_batch(config)
-    if batch.npm is not None:  # both ranks have spans
-        assert set(batch.npm.span_seq.tolist()) >= {0, 3}
-    if batch.mlm is not None:  # and MLM targets
-        assert set((batch.mlm.positions // batch.mlm.input_ids.shape[1]).tolist()) >= {0, 3}
-    loss, grads = loss_and_grads(model, batch, config)
-    assert ("cls.predictions.transform.dense.weight" in grads) == (
-        batch.mlm is not None
-    )  # the head learns with MLM only
+def test_two_process_ddp_equals_one_process_for_every_objective(tmp_path, config):
+    configs = {objective: replace(config, **change) for objective, change in OBJECTIVES.items()}
     out = tmp_path / "ddp.pt"
-    mp.start_processes(_ddp_worker, args=(2, free_port(), config, str(out)), nprocs=2, start_method="spawn")
+    mp.start_processes(_ddp_worker, args=(2, free_port(), configs, str(out)), nprocs=2, start_method="spawn")
     ddp = torch.load(out)
-    torch.testing.assert_close(ddp["loss"], loss, rtol=1e-5, atol=1e-6)
-    assert ddp["grads"].keys() == grads.keys()
-    for name, grad in grads.items():
-        torch.testing.assert_close(ddp["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=name)
+    model = masked_lm(config)
+    for objective, config in configs.items():
+        batch = global_batch(config)
+        if batch.npm is not None:  # both ranks have spans
+            assert set(batch.npm.span_seq.tolist()) >= {0, 3}
+        if batch.mlm is not None:  # and MLM targets
+            assert set((batch.mlm.positions // batch.mlm.input_ids.shape[1]).tolist()) >= {0, 3}
+        loss, grads = loss_and_grads(model, batch, config)
+        assert ("cls.predictions.transform.dense.weight" in grads) == (
+            batch.mlm is not None
+        )  # the head learns with MLM only
+        torch.testing.assert_close(ddp[objective]["loss"], loss, rtol=1e-5, atol=1e-6, msg=objective)
+        assert ddp[objective]["grads"].keys() == grads.keys()
+        for name, grad in grads.items():
+            torch.testing.assert_close(
+                ddp[objective]["grads"][name], grad, rtol=1e-4, atol=1e-6, msg=f"{objective} {name}"
+            )
 
 
 @pytest.mark.parametrize("objective", ["npm", "npm-single", "mlm"])
