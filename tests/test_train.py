@@ -218,10 +218,13 @@ def test_main_applies_the_preset_then_the_overrides(tmp_path, config, monkeypatc
 
 
 def test_configure_composes_presets_and_overrides(config):
+    preset = PRESETS["cpu-quality"]
     quality = configure(config.corpus, "cpu-quality")
-    assert (quality.steps, quality.warmup_steps, quality.lr) == (800, 100, 1.5e-4) and quality.masking.content_words
+    assert (quality.steps, quality.warmup_steps, quality.lr) == (preset["steps"], preset["warmup_steps"], preset["lr"])
+    assert quality.masking.content_words
     short = configure(config.corpus, "cpu-quality", steps=80, mask_ratio=0.2, objective=None)
-    assert (short.steps, short.warmup_steps, short.masking.ratio, short.objective) == (80, 10, 0.2, "npm")
+    share = round(preset["warmup_steps"] * 80 / preset["steps"])  # the preset's share of the schedule
+    assert (short.steps, short.warmup_steps, short.masking.ratio, short.objective) == (80, share, 0.2, "npm")
     assert short.masking.content_words  # the preset's masking, with the ratio overridden
     assert configure(config.corpus, "cpu-quality", steps=80, warmup_steps=3).warmup_steps == 3
     with pytest.raises(
