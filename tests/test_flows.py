@@ -25,7 +25,7 @@ SECRETS = {  # what an operator's environment holds; none of it may reach MLflow
 }
 
 
-def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path, prefect_server, monkeypatch):
+def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_store, monkeypatch):
     import mlflow
     from mlflow import MlflowClient
 
@@ -35,7 +35,7 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_path, 
 
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
-    ingest([news_path], str(tmp_path), IngestConfig(max_tokens=64))
+    ingest([news_store.raw], str(tmp_path), IngestConfig(max_tokens=64))  # 60 articles: promotion embeds them twice
     params = TrainParams(
         store=str(tmp_path), steps=3, batch_size=4, warmup_steps=1, alias="champion", experiment="test-train"
     )
