@@ -63,27 +63,49 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_store,
     again = train_encoder(params.model_copy(update={"seed": 1, "alias": None}))  # a changed config trains again
     assert again == "models:/npm-encoder/2"
 
-    # promotion: version 2 against the champion (version 1) on a dev cloze file over the same corpus
-    from flows.promote import PromoteParams, promote
+    # the promotion rule: version 2 against the champion (version 1), with stated dev scores
+    from flows import promote as promotion
 
+    scores = {uri: 0.30, again: 0.25}
+    monkeypatch.setattr(promotion, "dev_score", lambda model, params: scores[model])
+    rule = promotion.PromoteParams(model=again, store=str(tmp_path), tasks=["cloze"])
+    kept = promotion.promote(rule)
+    assert (kept.promoted, kept.champion, kept.score, kept.champion_score) == (False, uri, 0.25, 0.30)
+    assert client.get_model_version("npm-encoder", "2").tags["promotion.decision"] == "kept"
+    scores[again] = 0.35
+    assert promotion.promote(rule).promoted
+    tags = client.get_model_version("npm-encoder", "2").tags
+    assert (tags["promotion.decision"], tags["promotion.dev_tasks"]) == ("promoted", "cloze")
+    assert client.get_model_version_by_alias("npm-encoder", "champion").version == 2
+    forced = promotion.promote(rule.model_copy(update={"model": uri, "force": True}))
+    assert forced.promoted and client.get_model_version_by_alias("npm-encoder", "champion").version == 1
+    assert client.get_model_version("npm-encoder", "1").tags["promotion.reason"] == "forced"
+
+
+@pytest.mark.slow
+def test_promotion_evaluates_the_candidate_and_the_champion_on_dev_data(tmp_path, news_store):
+    from mlflow import MlflowClient
+
+    from flows.promote import PromoteParams, promote
+    from npmcore.encoder import default_encoder_path
+    from npmcore.ingest import IngestConfig, ingest
+    from npmcore.tracking import register_encoder
+
+    corpus = ingest([news_store.raw], str(tmp_path), IngestConfig(max_tokens=64))
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    champion = register_encoder(str(default_encoder_path()), uri, "test-train", alias="champion")
+    candidate = register_encoder(str(default_encoder_path()), uri, "test-train")  # the same weights
     cloze = tmp_path / "cloze.jsonl"
     cloze.write_text(
         json.dumps({"query": "The Prime Minister, John [MASK], has revealed it.", "answers": ["Howard"]}) + "\n"
     )
-    rule = PromoteParams(
-        model=again, store=str(tmp_path), tasks=["cloze"], data=str(cloze), corpus=run.data.params["corpus"]
+    decision = promote(
+        PromoteParams(model=candidate, store=str(tmp_path), tasks=["cloze"], data=str(cloze), corpus=corpus)
     )
-    decision = promote(rule)
-    assert decision.champion == uri and decision.score is not None and decision.champion_score is not None
-    assert decision.promoted == (decision.score > decision.champion_score)
-    tags = client.get_model_version("npm-encoder", "2").tags
-    assert (
-        tags["promotion.decision"] == ("promoted" if decision.promoted else "kept")
-        and tags["promotion.dev_tasks"] == "cloze"
-    )
-    forced = promote(rule.model_copy(update={"force": True}))
-    assert forced.promoted and int(client.get_model_version_by_alias("npm-encoder", "champion").version) == 2
-    assert client.get_model_version("npm-encoder", "2").tags["promotion.reason"] == "forced"
+    assert decision.champion == champion and decision.score == decision.champion_score  # a tie keeps the champion
+    assert not decision.promoted
+    client = MlflowClient(tracking_uri=uri, registry_uri=uri)
+    assert client.get_model_version("npm-encoder", "2").tags["promotion.dev_tasks"] == "cloze"
 
 
 def test_a_missing_champion_names_the_way_to_make_one(tmp_path):
