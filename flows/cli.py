@@ -212,8 +212,8 @@ def train_command(
     preset: Annotated[
         str,
         typer.Option(
-            help="cpu-small (a short run), cpu-mlm (the masked-LM stage), cpu-quality (the shipped encoder's NPM "
-            "recipe), gpu-mlm, gpu-npm (one GPU) or paper (32 GPUs)."
+            help="cpu-small (a short run), cpu-mlm (the masked-LM stage), cpu-quality (the NPM stage "
+            "after cpu-mlm), gpu-mlm, gpu-npm (one GPU) or paper (32 GPUs)."
         ),
     ] = "cpu-small",
     objective: Annotated[
