@@ -94,13 +94,13 @@ def test_two_process_ddp_equals_one_process_for_every_objective(tmp_path, config
     mp.start_processes(_ddp_worker, args=(2, free_port(), configs, str(out)), nprocs=2, start_method="spawn")
     ddp = torch.load(out)
     model = masked_lm(config)
-    for objective, config in configs.items():
-        batch = global_batch(config)
+    for objective, objective_config in configs.items():
+        batch = global_batch(objective_config)
         if batch.npm is not None:  # both ranks have spans
             assert set(batch.npm.span_seq.tolist()) >= {0, 3}
         if batch.mlm is not None:  # and MLM targets
             assert set((batch.mlm.positions // batch.mlm.input_ids.shape[1]).tolist()) >= {0, 3}
-        loss, grads = loss_and_grads(model, batch, config)
+        loss, grads = loss_and_grads(model, batch, objective_config)
         assert ("cls.predictions.transform.dense.weight" in grads) == (
             batch.mlm is not None
         )  # the head learns with MLM only
