@@ -3,6 +3,8 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# Two pytest workers (pytest-xdist), each running whole test modules (groups: tests/conftest.py)
+PARALLEL ?= -n 2 --dist loadgroup
 
 .PHONY: demo test test-all clean
 
@@ -21,10 +23,10 @@ demo: $(BIN)/.installed
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	$(BIN)/pytest
+	$(BIN)/pytest $(PARALLEL)
 
 test-all: $(BIN)/.installed
-	$(BIN)/pytest -m ''
+	$(BIN)/pytest $(PARALLEL) -m ''
 
 clean:
 	rm -rf $(VENV) npm-store

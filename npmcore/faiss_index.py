@@ -37,7 +37,8 @@ _IVF_BYTES = 8 + 8  # an IVF list entry's id, and its direct-map entry
 def default_factory(dim: int, n_tokens: int, token_bytes: int = 2) -> str:
     """The largest product quantizer (8-bit sub-quantizers dividing ``dim``) within
     :data:`BYTES_PER_TOKEN`: exhaustive ``PQ{m}np`` (no ids: a token's id is its position)
-    up to :data:`IVF_FROM_TOKENS` tokens, ``IVF{sqrt n},PQ{m}`` beyond.
+    up to :data:`IVF_FROM_TOKENS` tokens, ``IVF{sqrt n},PQ{m}np`` beyond (``np``: no polysemous
+    training, which takes minutes and only serves Hamming-filtered search).
 
     Measured on 1.2M enwiki tokens (bench/index.py, untrained MiniLM): PQ48 overlaps the
     exact top-4096 at 0.64, IVF1024,PQ32 at 0.49 (nprobe 128): at this byte budget the
@@ -46,9 +47,9 @@ def default_factory(dim: int, n_tokens: int, token_bytes: int = 2) -> str:
     budget = BYTES_PER_TOKEN - token_bytes - (_IVF_BYTES if ivf else 0)
     m = max(m for m in range(1, budget + 1) if dim % m == 0)
     if not ivf:
-        return f"PQ{m}np"  # np: no polysemous training (minutes, and only for Hamming-filtered search)
+        return f"PQ{m}np"
     nlist = 2 ** min(16, max(4, round(math.log2(math.sqrt(n_tokens)))))
-    return f"IVF{nlist},PQ{m}"
+    return f"IVF{nlist},PQ{m}np"
 
 
 def is_ivf(index: faiss.Index) -> bool:

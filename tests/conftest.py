@@ -1,3 +1,4 @@
+import os
 import signal
 import socket
 import subprocess
@@ -11,6 +12,18 @@ import pytest
 from npmcore.runtime import configure_environment
 
 configure_environment()
+if "PYTEST_XDIST_WORKER" in os.environ:  # make test: two workers on two cores, one thread each (and their children)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """xdist groups (``--dist loadgroup``): a module's tests run on one worker, so that its module
+    fixtures are built once; every test of the shared news index runs on one worker too."""
+    for item in items:
+        uses_news = "news_store" in getattr(item, "fixturenames", ())
+        item.add_marker(pytest.mark.xdist_group("news_store" if uses_news else item.nodeid.split("::")[0]))
+
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"

@@ -66,7 +66,7 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
         (["compare", "a"], "two or more"),
     ],
 )
-def test_cli_bad_input_exits_non_zero_with_a_clear_message(tmp_path, args, message):
+def test_cli_bad_input_exits_non_zero_with_a_clear_message(tmp_path, prefect_server, args, message):
     result = runner.invoke(
         app, [*args, "--store", str(tmp_path)] if args[0] in ("ingest", "train", "compare") else args
     )

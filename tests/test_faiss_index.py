@@ -16,7 +16,7 @@ from npmcore.storage import SnapshotError, open_snapshot
 
 
 def test_merged_ivf_index_equals_a_single_shot_build(news_store, tmp_path):
-    trained = train_index("IVF16,PQ8", training_sample(news_store.datastore, 4000))
+    trained = train_index("IVF16,PQ8np", training_sample(news_store.datastore, 4000))
     shards = list(iter_shards(news_store.datastore))
     paths = []
     for i, (first, arrays) in enumerate(shards):

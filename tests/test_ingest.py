@@ -83,15 +83,15 @@ def test_unreachable_scheduler_fails_fast():
     assert time.perf_counter() - start < 15
 
 
-def test_killed_run_leaves_no_valid_snapshot(tmp_path, default_inputs):
+def test_killed_run_leaves_no_valid_snapshot(tmp_path, news_path):
     store = tmp_path / "store"
-    config = "IngestConfig(pages_per_partition=5)"
-    script = f"from npmcore.ingest import IngestConfig, ingest\ningest({default_inputs!r}, {str(store)!r}, {config})\n"
+    config = IngestConfig(partition_bytes=20_000)  # about 25 partitions of the news file
+    script = f"from npmcore.ingest import IngestConfig, ingest\ningest([{news_path!r}], {str(store)!r}, {config!r})\n"
     kill_once(script, store, "corpus/.tmp-*/blocks/part-00002.parquet", timeout_s=120)
     assert list_snapshots(str(store), "corpus") == []
     staging = next(store.glob("corpus/.tmp-*"))
     with pytest.raises(SnapshotError, match="manifest.json is missing"):
         open_snapshot(str(staging))
     # A new run completes and yields a verified snapshot.
-    url = ingest(default_inputs, str(store), IngestConfig(pages_per_partition=5))
-    assert open_snapshot(url).counts["docs"] == 398
+    url = ingest([news_path], str(store), config)
+    assert open_snapshot(url).counts["docs"] == 300
