@@ -15,6 +15,10 @@ one run measures:
   a held-out extract file;
 * ``qps_closed`` (closed-set label scoring, k tokens from the index) and ``qps_open``
   (phrase prediction restricted to the top-3 BM25 passages), batches of 16 queries;
+* ``p50_open_ms``, ``p95_open_ms``, ``p50_closed_ms``, ``p95_closed_ms``: latency of one
+  query at a time in this warm process (encoder loaded, JVM started);
+* ``cold_query_s``: one ``npmcore query`` command from start to exit (interpreter, encoder,
+  index and JVM start-up included);
 * ``build_s``: embedding plus index building.
 
 The last line is one JSON object.
@@ -24,6 +28,7 @@ import argparse
 import json
 import random
 import re
+import subprocess
 import sys
 import tempfile
 import time
@@ -135,6 +140,18 @@ def main() -> None:
         for batch in batches:
             npm.predict(batch, InferenceConfig(restrict=True))
         qps_open = len(queries) / (time.perf_counter() - start)
+        latency = {"open": [], "closed": []}
+        for query in queries:
+            start = time.perf_counter()
+            npm.predict([query], InferenceConfig(restrict=True))
+            latency["open"].append(1000 * (time.perf_counter() - start))
+            start = time.perf_counter()
+            npm.classify([query], labels, config=InferenceConfig(k=args.k, tau=5.0))
+            latency["closed"].append(1000 * (time.perf_counter() - start))
+        start = time.perf_counter()
+        cli = str(Path(sys.executable).parent / "npmcore")
+        subprocess.run([cli, "query", "--index", index_url, queries[0]], check=True, capture_output=True)
+        cold_s = time.perf_counter() - start
 
     print(
         json.dumps(
@@ -150,6 +167,12 @@ def main() -> None:
                 "search_params": manifest.config["search_params"],
                 "qps_closed": round(qps_closed, 2),
                 "qps_open": round(qps_open, 2),
+                **{
+                    f"p{p}_{kind}_ms": round(float(np.percentile(ms, p)), 1)
+                    for kind, ms in latency.items()
+                    for p in (50, 95)
+                },
+                "cold_query_s": round(cold_s, 1),
                 "build_s": round(embed_s + index_s, 1),
             }
         )

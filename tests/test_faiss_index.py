@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from reference import QUERIES
 
-from npmcore.faiss_index import add_all, add_shard, finalize, merge_ivf, search, train_index
+from npmcore.faiss_index import add_all, add_shard, default_factory, finalize, is_ivf, merge_ivf, search, train_index
 from npmcore.indexer import IndexConfig, build_index, training_sample
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.snapshots import iter_shards
-from npmcore.storage import SnapshotError, open_snapshot
+from npmcore.storage import SnapshotError
 
 
 def test_merged_ivf_index_equals_a_single_shot_build(news_store, tmp_path):
@@ -37,14 +37,31 @@ def test_merged_ivf_index_equals_a_single_shot_build(news_store, tmp_path):
         np.testing.assert_array_equal(single.reconstruct_batch(ids), merged.reconstruct_batch(ids))
 
 
-def test_the_default_compact_index_snapshot_is_searchable(news_store):
-    """The default factory (IVF indexes: the merged-shards test above and the CLI test)."""
-    url = build_index(news_store.datastore, IndexConfig(train_size=3_000, bm25=False))  # few vectors: a fast, coarse PQ
-    assert open_snapshot(url).config["factory"] == "PQ48np"
+@pytest.mark.parametrize("tokens", [15_000, 30_000_000])
+def test_the_default_factory_is_a_rotated_pq_within_the_byte_budget(tokens):
+    index = faiss.index_factory(384, default_factory(384, tokens), faiss.METRIC_INNER_PRODUCT)
+    assert isinstance(faiss.downcast_index(index), faiss.IndexPreTransform)  # the OPQ rotation
+    ivf_bytes = 16 if is_ivf(index) else 0  # a list entry's id and its direct-map entry
+    assert index.sa_code_size() + ivf_bytes + 2 <= 64  # with a uint16 token id
+    assert is_ivf(index) == (tokens > 20_000_000)
+
+
+@pytest.mark.parametrize("factory", ["OPQ8,PQ8np", pytest.param(None, marks=pytest.mark.slow)])
+def test_a_compact_index_snapshot_searches_its_own_decoded_vectors_exactly(news_store, factory):
+    """A rotated PQ (None: the default factory, whose OPQ48 takes about a minute to train)
+    against brute force over the vectors its codes decode to (IVF indexes: the merged-shards
+    test above and the CLI test)."""
+    url = build_index(news_store.datastore, IndexConfig(factory=factory, train_size=3_000, bm25=False))
     npm = NPM(url)
     answers = npm.predict(QUERIES[:2], InferenceConfig(restrict=False, k=256))
     assert all(len(a) == 5 for a in answers)
     assert npm.index.sa_code_size() + npm.corpus.tokens.itemsize <= 64  # a PQ code and a uint16 token id, no ids
+    queries = npm.encode_queries(QUERIES, 2).reshape(-1, npm.index.d)
+    decoded = npm.index.reconstruct_n(0, npm.index.ntotal)  # rotated back: inner products are unchanged
+    scores, ids = search(npm.index, queries, 50)
+    exact = queries @ decoded.T
+    np.testing.assert_allclose(scores, np.take_along_axis(exact, ids, 1), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(scores, -np.sort(-exact, axis=1)[:, :50], rtol=1e-4, atol=1e-4)
     with pytest.raises(ValueError, match="invalid FAISS index-factory string 'IVF16,PQ7x'"):
         build_index(news_store.datastore, IndexConfig(factory="IVF16,PQ7x"))
 

@@ -1,0 +1,93 @@
+"""Benchmark: FAISS index factories within the byte budget, recall of the exact top-k.
+
+Usage: python bench/factories.py [FACTORY …] [--shards 2 3] [--k 4096] [--queries 64] [--train-size 100000]
+
+Ingests and embeds (default encoder, local Dask cluster) the given enwiki_sample files
+(``wiki_02`` and ``wiki_03`` by default: about 390k tokens), encodes the two mask vectors of
+``--queries`` real masked sentences of the held-out ``wiki_63`` as ``npmcore query`` does, and
+for each factory (default: the project's default and the candidates it was chosen from)
+trains it on ``--train-size`` evenly sampled vectors, adds every vector and reports per line
+``code_bytes`` (per token, token id not included), ``recall`` (mean share of the exact
+top-k, brute force over the same vectors), ``train_s``, ``add_s`` and ``search_ms`` (per
+query vector, all cores). The last line is one JSON list.
+"""
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "enwiki_sample"
+CANDIDATES = ["PQ48np", "OPQ48,PQ48np", "PQ96x4fs", "OPQ96,PQ96x4fs"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("factories", nargs="*", default=CANDIDATES)
+    parser.add_argument("--shards", type=int, nargs="+", default=[2, 3], help="enwiki_sample file numbers")
+    parser.add_argument("--k", type=int, default=4096)
+    parser.add_argument("--queries", type=int, default=64, help="masked sentences (two vectors each)")
+    parser.add_argument("--train-size", type=int, default=100_000)
+    args = parser.parse_args()
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from index import masked_sentences
+
+    from npmcore.runtime import configure_environment
+
+    configure_environment()
+    import faiss
+    import numpy as np
+
+    from npmcore.cluster import dask_client
+    from npmcore.datastore import build_datastore
+    from npmcore.indexer import IndexConfig, build_index
+    from npmcore.inference import NPM
+    from npmcore.ingest import ingest
+    from npmcore.snapshots import iter_shards
+
+    with tempfile.TemporaryDirectory(prefix="npm-bench-") as store:
+        with dask_client() as client:
+            corpus = ingest([str(DATA / f"wiki_{i:02d}") for i in args.shards], store, client=client)
+            datastore = build_datastore(corpus, store, client=client)
+        vectors = np.concatenate([np.asarray(a["vectors"], dtype=np.float32) for _, a in iter_shards(datastore)])
+        npm = NPM(build_index(datastore, IndexConfig(factory="Flat", bm25=False)))
+        queries = npm.encode_queries(masked_sentences(DATA / "wiki_63", args.queries), 2).reshape(-1, npm.index.d)
+    exact = faiss.IndexFlatIP(vectors.shape[1])
+    exact.add(vectors)
+    truth = exact.search(queries, args.k)[1]
+    del exact
+    rng = np.random.default_rng(0)
+    sample = vectors[np.sort(rng.choice(len(vectors), min(args.train_size, len(vectors)), replace=False))]
+    rows = []
+    for factory in args.factories:
+        index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+        start = time.perf_counter()
+        index.train(sample)
+        train_s = time.perf_counter() - start
+        start = time.perf_counter()
+        index.add(vectors)
+        add_s = time.perf_counter() - start
+        start = time.perf_counter()
+        found = index.search(queries, args.k)[1]
+        search_ms = 1000 * (time.perf_counter() - start) / len(queries)
+        recall = float(np.mean([len(np.intersect1d(a, b)) / args.k for a, b in zip(found, truth, strict=True)]))
+        row = {
+            "factory": factory,
+            "code_bytes": index.sa_code_size(),
+            "recall": round(recall, 4),
+            "train_s": round(train_s, 1),
+            "add_s": round(add_s, 1),
+            "search_ms": round(search_ms, 1),
+        }
+        print(json.dumps(row), file=sys.stderr, flush=True)
+        rows.append(row)
+    print(f"{len(vectors):,} tokens, {len(queries)} query vectors, k = {args.k}", file=sys.stderr)
+    print(json.dumps(rows))
+
+
+if __name__ == "__main__":
+    main()
