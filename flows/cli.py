@@ -416,7 +416,7 @@ def index_command(
         str | None,
         typer.Option(
             help="FAISS index-factory string, e.g. Flat, HNSW32, IVF1024,PQ32 (default: the largest PQ within "
-            "64 bytes/token; IVF-PQ above 20M tokens)."
+            "64 bytes/token after an OPQ rotation; IVF-PQ above 20M tokens)."
         ),
     ] = None,
     search_params: Annotated[str | None, typer.Option(help="Default FAISS search parameters, e.g. nprobe=64.")] = None,

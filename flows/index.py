@@ -24,7 +24,7 @@ class IndexParams(BaseModel):
     factory: str | None = Field(
         None,
         description="FAISS index-factory string (Flat, HNSW32, IVF1024,PQ32, …); empty = the largest PQ within "
-        "64 bytes/token (IVF-PQ above 20M tokens).",
+        "64 bytes/token after an OPQ rotation (IVF-PQ above 20M tokens).",
     )
     search_params: str | None = Field(
         None, description="Default FAISS search parameters stored with the index (nprobe=64); empty = automatic."
