@@ -34,7 +34,7 @@ def main() -> None:
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT / "bench"))
-    from index import masked_sentences
+    from index import masked_sentences, overlap
 
     from npmcore.runtime import configure_environment
 
@@ -74,7 +74,7 @@ def main() -> None:
         start = time.perf_counter()
         found = index.search(queries, args.k)[1]
         search_ms = 1000 * (time.perf_counter() - start) / len(queries)
-        recall = float(np.mean([len(np.intersect1d(a, b)) / args.k for a, b in zip(found, truth, strict=True)]))
+        recall = overlap(found, truth)
         row = {
             "factory": factory,
             "code_bytes": index.sa_code_size(),

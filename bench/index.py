@@ -51,6 +51,13 @@ def masked_sentences(path: Path, n: int, seed: int = 0) -> list[str]:
     return out
 
 
+def overlap(found, truth) -> float:
+    """Mean share of each row of ``truth`` (exact top-k ids) that the same row of ``found`` holds."""
+    import numpy as np
+
+    return float(np.mean([len(np.intersect1d(a, b)) / len(b) for a, b in zip(found, truth, strict=True)]))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shards", type=int, default=6, help="enwiki_sample files to index (6: about 1.2M tokens)")
@@ -126,7 +133,7 @@ def main() -> None:
             exact.add(np.asarray(arrays["vectors"], dtype=np.float32))
         _, truth = search(exact, q, args.k)
         _, found = npm.search(q, InferenceConfig(k=args.k))
-        recall = float(np.mean([len(np.intersect1d(a, b)) / args.k for a, b in zip(found, truth, strict=True)]))
+        recall = overlap(found, truth)
         del exact
 
         labels = [np.array(npm.tokenizer.convert_tokens_to_ids(w)) for w in (["great", "good"], ["terrible", "bad"])]

@@ -34,6 +34,9 @@ from npmcore.encoder import encode, load_encoder  # noqa: E402
 from npmcore.ingest import ingest  # noqa: E402
 from npmcore.snapshots import read_blocks  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from index import overlap  # noqa: E402
+
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "enwiki_sample" / "wiki_00"
 
 
@@ -148,13 +151,13 @@ def main() -> None:
     result = {"tokens": total, "k": args.k, "fp32_tokens_per_s": round(fp32_best, 1)}
     for name in candidates:
         found = top_k(vectors[name], queries, args.k)
-        overlap = float(np.mean([len(np.intersect1d(a, b)) / args.k for a, b in zip(found, truth, strict=True)]))
+        agreement = overlap(found, truth)
         result[name] = {
             "tokens_per_s": round(max(rates[name]), 1),
             "speedup": round(max(rates[name]) / fp32_best, 3),
-            "overlap": round(overlap, 4),
+            "overlap": round(agreement, 4),
         }
-        print(f"{name}: {max(rates[name]):,.0f} tokens/s, overlap {overlap:.3f}", file=sys.stderr)
+        print(f"{name}: {max(rates[name]):,.0f} tokens/s, overlap {agreement:.3f}", file=sys.stderr)
     print(json.dumps(result))
 
 
