@@ -3,18 +3,18 @@
 Usage: python bench/train_step.py [--device cpu|cuda] [--preset cpu-small] [--steps 6] [--batch-size 16]
                                   [--max-tokens 256] [--objective npm|npm-single|mlm] [--data FILE | --bundle FILE]
 Ingests one shard of ../shared/data/enwiki_sample (or reads ``--bundle``), trains ``steps``
-steps (batching, masking, loss, optimizer: everything a real step does) between two runs
-of a bare forward+backward of the same encoder on the same masked batches (before and
-after, so drift in the machine's speed does not favour either side). The first step of
-each is warm-up and not counted. On CUDA the preset's precision applies (bf16 autocast)
-and the peak GPU memory of the training steps is reported. Prints a summary and, as its
+steps (batching, masking, loss, optimizer: everything a real step does) and, after each
+step, times a bare forward+backward of a second copy of the encoder, set up the same way
+(dropout), on the same masked batch: interleaved, so drift in the machine's speed does not
+favour either side. Rates are total tokens over total time; the first step is warm-up.
+On CUDA the preset's precision applies (bf16 autocast) and the peak GPU memory of the
+training steps is reported (the bare copy's weights included). Prints a summary and, as its
 last line, one JSON object {"tokens_per_s", "fwd_bwd_tokens_per_s", "overhead"} (CUDA:
 also "peak_memory_gib") with overhead = 1 - tokens_per_s / fwd_bwd_tokens_per_s.
 """
 
 import argparse
 import json
-import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -25,36 +25,41 @@ configure_environment()
 
 import torch  # noqa: E402
 
-from npmcore.encoder import load_masked_lm  # noqa: E402
 from npmcore.ingest import IngestConfig, ingest  # noqa: E402
-from npmcore.train import PRESETS, TrainConfig, autocast, configure, mask_batch, micro_batches, precision, train  # noqa: E402
+from npmcore.train import (  # noqa: E402
+    PRESETS,
+    StepBatch,
+    StepStats,
+    TrainConfig,
+    autocast,
+    configure,
+    encoded_tokens,
+    mask_batch,
+    micro_batches,
+    precision,
+    train,
+    training_model,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def bare_fwd_bwd_rates(config: TrainConfig, device: torch.device) -> list[float]:
-    """Tokens/s of the encoder's forward and backward alone on the config's masked batches."""
-    tokenizer, model = load_masked_lm(config.encoder)
-    model.to(device).train()
-    batches = micro_batches(config, 0)
-    rates = []
-    for step in range(config.steps):
-        batch = mask_batch(next(batches), tokenizer, config, step, 0)
-        parts = [batch.npm.input_ids, batch.npm.masked_input_ids] if batch.npm is not None else [batch.mlm.input_ids]
-        masks = (
-            [batch.npm.attention_mask, batch.npm.masked_attention_mask]
-            if batch.npm is not None
-            else [batch.mlm.attention_mask]
-        )
-        ids, mask = torch.cat(parts).to(device), torch.cat(masks).to(device)
-        sync(device)
-        start = time.perf_counter()
-        with autocast(precision(config, device), device):
-            model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state.float().sum().backward()
-        model.zero_grad(set_to_none=True)
-        sync(device)
-        rates.append(int(mask.sum()) / (time.perf_counter() - start))
-    return rates[1:]
+def bare_fwd_bwd(model: torch.nn.Module, batch: StepBatch, config: TrainConfig, device: torch.device) -> float:
+    """Seconds of the encoder's forward and backward alone on one masked batch (what a step encodes)."""
+    parts = [batch.npm.input_ids, batch.npm.masked_input_ids] if batch.npm is not None else [batch.mlm.input_ids]
+    masks = (
+        [batch.npm.attention_mask, batch.npm.masked_attention_mask]
+        if batch.npm is not None
+        else [batch.mlm.attention_mask]
+    )
+    ids, mask = torch.cat(parts).to(device), torch.cat(masks).to(device)
+    sync(device)
+    start = time.perf_counter()
+    with autocast(precision(config, device), device):
+        model.base_model(input_ids=ids, attention_mask=mask).last_hidden_state.float().sum().backward()
+    model.zero_grad(set_to_none=True)
+    sync(device)
+    return time.perf_counter() - start
 
 
 def sync(device: torch.device) -> None:
@@ -91,13 +96,23 @@ def main() -> None:
             warmup_steps=1,
             checkpoint_every=10**9,
         )
-        bare = bare_fwd_bwd_rates(config, device)
-        rates: list[float] = []
+        tokenizer, bare_model = training_model(config)  # a second copy, set up as the run's (dropout)
+        bare_model.to(device).train()
+        bare_batches = micro_batches(config, 0)
+        tokens, step_seconds, bare_seconds = [], [], []
+
+        def after_step(stats: StepStats) -> None:  # runs outside the step's own timing
+            batch = mask_batch(next(bare_batches), tokenizer, config, stats.step - 1, 0)
+            tokens.append(encoded_tokens(batch))
+            step_seconds.append(tokens[-1] / stats.tokens_per_s)
+            bare_seconds.append(bare_fwd_bwd(bare_model, batch, config, device))
+
         if device.type == "cuda":
             torch.cuda.reset_peak_memory_stats()
-        train(config, str(Path(store, "run")), on_step=lambda s: rates.append(s.tokens_per_s))
-        step_rate = statistics.median(rates[1:])
-        bare_rate = statistics.median(bare + bare_fwd_bwd_rates(config, device))
+        train(config, str(Path(store, "run")), on_step=after_step)
+    # step 1 of each is warm-up
+    step_rate = sum(tokens[1:]) / sum(step_seconds[1:])
+    bare_rate = sum(tokens[1:]) / sum(bare_seconds[1:])
     result = {
         "tokens_per_s": round(step_rate, 1),
         "fwd_bwd_tokens_per_s": round(bare_rate, 1),

@@ -12,6 +12,7 @@ touches ``transformers``.
 import functools
 import hashlib
 import json
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -25,6 +26,9 @@ from transformers import (
     PreTrainedModel,
     PreTrainedTokenizerFast,
 )
+from transformers.utils import logging as hf_logging
+
+log = logging.getLogger(__name__)
 
 
 class EncoderError(ValueError):
@@ -155,11 +159,22 @@ def load_masked_lm(name_or_path: str | Path | None = None) -> tuple[PreTrainedTo
     transform, LayerNorm and a decoder tied to the input embeddings."""
     tokenizer = load_tokenizer(name_or_path)
     source = local_model_dir(str(name_or_path or base_encoder_path()))
+    verbosity = hf_logging.get_verbosity()
+    hf_logging.set_verbosity_error()  # its load report calls a published encoder without a head "corrupted"
     try:
-        model = AutoModelForMaskedLM.from_pretrained(source, dtype=torch.float32)
+        model, info = AutoModelForMaskedLM.from_pretrained(source, dtype=torch.float32, output_loading_info=True)
     except (OSError, ValueError) as e:
         raise EncoderError(f"cannot load {source!r} as a masked language model: {e}") from e
-    mlm_head(model)  # fail now for an architecture whose head is not one module
+    finally:
+        hf_logging.set_verbosity(verbosity)
+    head = next(name for name, module in model.named_children() if module is mlm_head(model))
+    fresh = [key for key in info["missing_keys"] if key.startswith(f"{head}.")]
+    if fresh:
+        log.info("%s has no masked-LM head: %d head tensors freshly initialised", source, len(fresh))
+    if len(fresh) < len(info["missing_keys"]):
+        log.warning(
+            "%s lacks encoder weights, freshly initialised: %s", source, sorted(set(info["missing_keys"]) - set(fresh))
+        )
     return tokenizer, model
 
 

@@ -75,7 +75,8 @@ class TrainConfig:
     max_grad_norm: float = 1.0  # gradient clipping
     amp: Literal["auto", "none", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA when supported, else none
     # None: the encoder's own dropout (0.1 for BERT and RoBERTa). The CPU presets train without: runs of
-    # less than an epoch do not overfit, and drawing dropout masks takes half of a CPU training step.
+    # less than an epoch do not overfit, and dropout halves a CPU step's speed (attention dropout takes
+    # scaled_dot_product_attention off its fused kernel; bench/train_step.py).
     dropout: float | None = None
     seed: int = 0
     checkpoint_every: int = 100  # steps between checkpoints (and at the end)
@@ -106,7 +107,7 @@ PRESETS: dict[str, dict] = {
     "paper": dict(
         steps=100_000, batch_size=512, lr=3e-5, warmup_steps=4_000, weight_decay=0.01, checkpoint_every=5_000
     ),
-    "cpu-small": {},
+    "cpu-small": dict(dropout=0.0),
     # The masked-LM stage before NPM on CPU: BERT masking, a fresh head on the packaged MiniLM-L6.
     "cpu-mlm": dict(
         objective="mlm", steps=2_000, batch_size=32, lr=5e-4, warmup_steps=100, checkpoint_every=200, dropout=0.0
@@ -375,13 +376,7 @@ def train(
     if device.type == "cuda":  # TF32 matmuls where autocast leaves fp32 (the loss's logits)
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-    torch.manual_seed(config.seed)  # a fresh MLM head starts the same way every time
-    tokenizer, model = load_masked_lm(config.encoder or base_encoder_path())
-    check_lengths(config, model)
-    if config.dropout is not None:
-        for module in model.modules():
-            if isinstance(module, torch.nn.Dropout):
-                module.p = config.dropout
+    tokenizer, model = training_model(config)
     model.to(device).train()
     # fused: one kernel over all parameters; the per-parameter loop took a fifth of a CPU step
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=True)
@@ -425,6 +420,20 @@ def train(
         if over:
             log.info("deadline reached at step %d of %d: checkpointed, stopping", step, config.steps)
             break
+    return tokenizer, model
+
+
+def training_model(config: TrainConfig) -> tuple[PreTrainedTokenizerFast, PreTrainedModel]:
+    """The tokenizer and the encoder with its MLM head as a run starts: the config's initial
+    encoder (a fresh head seeded by ``config.seed``), its dropout applied, its corpus checked
+    against the encoder's positions."""
+    torch.manual_seed(config.seed)  # a fresh MLM head starts the same way every time
+    tokenizer, model = load_masked_lm(config.encoder or base_encoder_path())
+    check_lengths(config, model)
+    if config.dropout is not None:
+        for module in model.modules():
+            if isinstance(module, torch.nn.Dropout):
+                module.p = config.dropout
     return tokenizer, model
 
 

@@ -1,5 +1,6 @@
 """The masked-LM stage: BERT masking on real blocks, and the loss against a plain per-position reference."""
 
+import logging
 import math
 from collections import Counter
 from fractions import Fraction
@@ -72,9 +73,13 @@ def test_mlm_loss_equals_cross_entropy_over_every_position_with_ignored_labels(b
     assert float(stats["acc"]) == pytest.approx(float(hits.float().mean())) and int(stats["tokens"]) == len(mb.labels)
 
 
-def test_the_head_is_tied_to_the_input_embeddings():
-    _, model = load_masked_lm()
+def test_the_head_is_tied_to_the_input_embeddings(caplog, capfd):
+    with caplog.at_level(logging.INFO, logger="npmcore.encoder"):
+        _, model = load_masked_lm()
     assert model.get_output_embeddings().weight is model.base_model.get_input_embeddings().weight
+    # a fresh head on a published encoder is said in one line, not as transformers' "corrupted" report
+    assert "no masked-LM head: 6 head tensors freshly initialised" in caplog.text
+    assert "corrupted" not in capfd.readouterr().err and "lacks encoder weights" not in caplog.text
 
 
 def test_bad_input(tokenizer, roberta_dir):

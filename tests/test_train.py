@@ -28,6 +28,7 @@ from npmcore.train import (
     main,
     mask_batch,
     train,
+    training_model,
 )
 
 OBJECTIVES = {
@@ -238,6 +239,12 @@ def test_configure_composes_presets_and_overrides(config):
         configure(config.corpus, "cpu-small", stepz=3)
     with pytest.raises(ValueError, match="mlm_weight"):
         configure(config.corpus, "cpu-mlm", mlm_weight=0.5)
+
+
+@pytest.mark.parametrize(("preset", "dropout"), [("cpu-small", 0.0), ("paper", 0.1)])  # paper: the encoder's own
+def test_a_run_starts_from_the_preset_dropout(config, preset, dropout):
+    _, model = training_model(configure(config.corpus, preset))
+    assert {m.p for m in model.modules() if isinstance(m, torch.nn.Dropout)} == {dropout}
 
 
 # CPU autocast is emulated and slow here: one step each; fp16 (GradScaler) is in the slow suite
