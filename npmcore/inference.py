@@ -9,7 +9,8 @@ product ``q·E(c) / sqrt(d)``.
   FAISS index, candidate spans around them (:mod:`npmcore.phrases`), each candidate's
   first and last token rescored from the index, phrases ranked by summed exp scores.
   With ``restrict`` the search space is instead every token of the top BM25 passages,
-  encoded again by the encoder and scored exactly (the paper's open-set setting).
+  scored exactly (the paper's open-set setting) with their vectors read from the index's
+  datastore (encoded again only for another encoder or when the datastore is gone).
 * :meth:`NPM.predict_tokens` (open-set, NPM single): distinct token ids ranked by the
   summed exp scores of their retrieved occurrences.
 * :meth:`NPM.classify` (closed-set): each label scores the exp similarities of the
@@ -34,8 +35,8 @@ from npmcore.encoder import cached_encoder, encode, encoder_fingerprint, special
 from npmcore.evidence import Evidence, EvidenceReader
 from npmcore.faiss_index import read_index, reconstruct, search, set_search_params, to_gpu
 from npmcore.phrases import Corpus, candidate_spans, content_spans, label_scores, score_phrases, score_tokens
-from npmcore.snapshots import IndexSnapshot, open_corpus, open_index
-from npmcore.storage import local_folder
+from npmcore.snapshots import DatastoreRows, IndexSnapshot, open_corpus, open_index
+from npmcore.storage import SnapshotError, local_folder
 from npmcore.vocab import vocab_tables
 
 log = logging.getLogger(__name__)
@@ -89,6 +90,7 @@ class NPM:
         self.tokenizer, self.model = cached_encoder(encoder if encoder is not None else self.index_snapshot.encoder)
         self.fingerprint = encoder_fingerprint(self.model)
         self._foreign = foreign_encoder(self.index_snapshot, encoder, self.tokenizer, self.model)
+        self._stored = None if self._foreign else stored_vectors(self.index_snapshot)
         self.index = read_index(str(local / "index.faiss"))
         set_search_params(self.index, self.manifest.config["search_params"])
         self.search_index = to_gpu(self.index)
@@ -244,7 +246,7 @@ class NPM:
 
     def restricted(self, queries: list[str], passages: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each query: the sorted global ids (n,) and exact vectors (n, d) of every content
-        token of its top BM25 passages. The passages of all queries are encoded in one go."""
+        token of its top BM25 passages (:meth:`block_vectors`; each passage read or encoded once)."""
         chosen = [sorted(set(self.bm25_blocks(query, passages))) for query in queries]
         unique = sorted(set().union(*chosen))
         vectors = dict(zip(unique, self.block_vectors(unique), strict=True))
@@ -260,7 +262,10 @@ class NPM:
         return out
 
     def block_vectors(self, blocks: list[int]) -> list[np.ndarray]:
-        """Exact vectors (n_b, d) of the content tokens of each block, encoded now."""
+        """Exact vectors (n_b, d) of the content tokens of each block: the datastore's when it
+        holds this encoder's vectors and can be read, else encoded now."""
+        if self._stored is not None:
+            return [self._stored.rows(int(self.corpus.offsets[b]), int(self.corpus.offsets[b + 1])) for b in blocks]
         before, after = self._frame
         framed = self.tokenizer(self.tokenizer.mask_token)["input_ids"]  # the special tokens around a text
         sequences = [
@@ -287,6 +292,16 @@ class NPM:
             )
             answers.append(Answer(self.evidence.surface(evidence[0]), ids, float(phrases.scores[rank]), evidence))
         return answers
+
+
+def stored_vectors(index: IndexSnapshot) -> DatastoreRows | None:
+    """The index's datastore, for the exact vectors of BM25 passages; None (and a warning) when
+    it cannot be read, e.g. deleted after the index was built: passages are then encoded again."""
+    try:
+        return DatastoreRows(index.datastore)
+    except SnapshotError as e:
+        log.warning("BM25-restricted queries will encode their passages again: %s", e)
+        return None
 
 
 def foreign_encoder(

@@ -187,3 +187,45 @@ def iter_shards(url: str) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
     for name, tokens in zip(manifest.config["shards"], manifest.config["shard_tokens"], strict=True):
         yield first, shard_arrays(url, name, manifest.files)
         first += tokens
+
+
+class DatastoreRows:
+    """Vectors of a datastore by global token id, without loading whole shards: each shard's
+    ``vectors.npy`` header is read once, then only the requested rows (a seek and one read,
+    local or remote through fsspec). Open-set queries read their BM25 passages' vectors here
+    instead of encoding the passages again."""
+
+    def __init__(self, url: str):
+        manifest = open_datastore(url).manifest
+        self.url = url
+        self.names: list[str] = manifest.config["shards"]
+        self.first = np.cumsum([0, *manifest.config["shard_tokens"]])  # first global token of each shard
+        self._layout: dict[int, tuple[int, int, np.dtype]] = {}  # shard: (data offset, row width, dtype)
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """float32 vectors (hi - lo, d) of global tokens lo..hi-1."""
+        if not 0 <= lo < hi <= self.first[-1]:
+            raise ValueError(f"datastore {self.url}: no rows {lo}..{hi} in {self.first[-1]} tokens")
+        parts = []
+        while lo < hi:
+            shard = int(np.searchsorted(self.first, lo, side="right") - 1)
+            end = min(hi, int(self.first[shard + 1]))
+            parts.append(self._read(shard, lo - int(self.first[shard]), end - int(self.first[shard])))
+            lo = end
+        return np.concatenate(parts)
+
+    def _read(self, shard: int, lo: int, hi: int) -> np.ndarray:
+        with fsspec.open(join(self.url, f"shards/{self.names[shard]}/vectors.npy"), "rb") as f:
+            if shard not in self._layout:
+                version = np.lib.format.read_magic(f)
+                read_header = (
+                    np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+                )
+                shape, fortran, dtype = read_header(f)
+                if fortran or len(shape) != 2:
+                    raise SnapshotError(f"datastore {self.url}: shard {self.names[shard]} is not (n, d) row-major")
+                self._layout[shard] = (f.tell(), shape[1], dtype)
+            offset, d, dtype = self._layout[shard]
+            f.seek(offset + lo * d * dtype.itemsize)
+            data = f.read((hi - lo) * d * dtype.itemsize)
+        return np.frombuffer(data, dtype=dtype).reshape(hi - lo, d).astype(np.float32)

@@ -14,7 +14,7 @@ from npmcore.encoder import encode, load_encoder
 from npmcore.indexer import IndexConfig, build_index
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.ingest import IngestConfig, ingest
-from npmcore.snapshots import iter_shards
+from npmcore.snapshots import DatastoreRows, iter_shards
 from npmcore.storage import SnapshotError, open_snapshot
 
 
@@ -36,6 +36,18 @@ def test_datastore_holds_every_content_token(news_store, tokenizer):
     _, model = load_encoder()
     first = encode(model, tokenizer, [[tokenizer.cls_token_id, *blocks[0], tokenizer.sep_token_id]])[0][1:-1]
     np.testing.assert_allclose(shards[0][1]["vectors"][: len(blocks[0])], first, atol=2e-2, rtol=1e-2)  # float16
+
+
+def test_datastore_rows_are_read_across_shard_boundaries(news_store):
+    vectors = np.concatenate([a["vectors"] for _, a in iter_shards(news_store.datastore)]).astype(np.float32)
+    rows = DatastoreRows(news_store.datastore)
+    n, inner = len(vectors), [int(b) for b in rows.first[1:-1]]
+    assert inner and rows.first[-1] == n
+    for lo, hi in [(0, 1), (0, n), (n - 1, n), *((b - 3, b + 2) for b in inner), *((b, b + 1) for b in inner)]:
+        np.testing.assert_array_equal(rows.rows(lo, hi), vectors[lo:hi])
+    for lo, hi in [(5, 5), (n - 1, n + 1), (-1, 2)]:
+        with pytest.raises(ValueError, match="no rows"):
+            rows.rows(lo, hi)
 
 
 def test_the_dask_flow_and_one_process_embed_alike(news_store, serial_datastore):

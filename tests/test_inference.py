@@ -1,6 +1,8 @@
 """NPM inference on the shared news index, against brute-force references."""
 
+import logging
 import math
+import shutil
 from collections import defaultdict
 
 import numpy as np
@@ -9,7 +11,7 @@ import torch
 from reference import QUERIES, assert_same_answers, brute_force, corpus_blocks, is_stopword
 
 from npmcore.datastore import build_datastore
-from npmcore.encoder import encode, load_encoder
+from npmcore.encoder import load_encoder
 from npmcore.evidence import Evidence
 from npmcore.indexer import IndexConfig, build_index
 from npmcore.inference import NPM, InferenceConfig, QueryError, label_token_ids
@@ -39,20 +41,38 @@ def test_flat_pipeline_equals_brute_force(flat, news_store, tokenizer):
 
 def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat, news_store, tokenizer):
     blocks = corpus_blocks(news_store.corpus)
-    _, model = load_encoder()
+    stored = np.split(
+        np.concatenate([a["vectors"] for _, a in iter_shards(news_store.datastore)]),
+        np.cumsum([len(b) for b in blocks])[:-1],
+    )
     config = InferenceConfig(restrict=True, passages=3, tau=2.0)
     q = flat.encode_queries(QUERIES, 2)
     for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
         top = flat.bm25_blocks(query, 3)
         assert len(top) == 3
-        hidden = encode(model, tokenizer, [[tokenizer.cls_token_id, *blocks[b], tokenizer.sep_token_id] for b in top])
-        vectors = {b: h[1:-1] for b, h in zip(top, hidden, strict=True)}
+        vectors = {b: stored[b] for b in top}  # the datastore's vectors, not the index's PQ codes
         everything = sum(len(blocks[b]) for b in top)
         reference = brute_force(
             blocks, vectors, top, q_start, q_end, flat.corpus.tables, everything, 10, 2.0, tokenizer
         )
         assert_same_answers(answers, reference)
         assert {e.block for a in answers for e in a.evidence} <= set(top)
+
+
+def test_an_index_without_its_datastore_encodes_bm25_passages_again(tmp_path, news_lines, caplog):
+    path = tmp_path / "news.txt"
+    path.write_text("\n".join(news_lines[:5]) + "\n")
+    store = str(tmp_path / "store")
+    datastore = build_datastore(ingest([str(path)], store), store)
+    index = build_index(datastore, IndexConfig(factory="Flat"))
+    stored = NPM(index).restricted(QUERIES[:2], 3)
+    shutil.rmtree(datastore)
+    with caplog.at_level(logging.WARNING, logger="npmcore.inference"):
+        npm = NPM(index)
+    assert "will encode their passages again" in caplog.text and datastore in caplog.text
+    for (ids, vectors), (ref_ids, ref_vectors) in zip(npm.restricted(QUERIES[:2], 3), stored, strict=True):
+        np.testing.assert_array_equal(ids, ref_ids)
+        np.testing.assert_allclose(vectors, ref_vectors, atol=2e-2, rtol=1e-2)  # the datastore holds float16
 
 
 def test_npm_single_sums_the_exact_top_k_by_token(flat, tokenizer):
