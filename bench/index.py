@@ -5,6 +5,10 @@ one run measures:
 
 * ``encoder_fwd_tokens_per_s``: a bare forward of the encoder (all cores, batches of
   similar length, no I/O) over ``--fwd-tokens`` tokens of the same blocks;
+* ``int8_speedup`` and ``int8_overlap``: the same forward with the encoder's Linear layers
+  in int8 (PyTorch dynamic quantization, ``bench/int8.py``), its speed over the fp32
+  forward's and the share of the exact fp32 top-k (over those tokens, for ``--queries``
+  random tokens' vectors) that its vectors keep;
 * ``embed_tokens_per_s``: the datastore build on a local Dask cluster (one
   single-threaded worker per core), reading shards and writing vectors;
 * ``bytes_per_token``: every file of the index snapshot except the BM25 index (the
@@ -65,8 +69,10 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=4096, help="k of recall_at_k and of closed-set retrieval")
     parser.add_argument("--queries", type=int, default=64, help="masked sentences for recall and speed")
     parser.add_argument("--fwd-tokens", type=int, default=150_000, help="tokens in the bare forward measurement")
-    parser.add_argument("--store", default=None, help="store folder (default: a temporary one)")
+    parser.add_argument("--store", default=None, help="a new or empty store folder to keep (default: a temporary one)")
     args = parser.parse_args()
+    if args.store and Path(args.store).exists() and any(Path(args.store).iterdir()):
+        parser.error(f"--store {args.store} is not empty: its snapshots would be reused and the build not measured")
 
     sys.path.insert(0, str(ROOT))
     from npmcore.runtime import configure_environment
@@ -78,13 +84,16 @@ def main() -> None:
 
     from npmcore.cluster import dask_client
     from npmcore.datastore import build_datastore
-    from npmcore.encoder import encode, load_encoder
+    from npmcore.encoder import load_encoder
     from npmcore.faiss_index import search
     from npmcore.indexer import IndexConfig, build_index
     from npmcore.inference import NPM, InferenceConfig
     from npmcore.ingest import ingest
     from npmcore.snapshots import iter_shards, read_blocks
     from npmcore.storage import read_manifest
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from int8 import rate, top_k, torch_dynamic_int8
 
     files = [str(DATA / "enwiki_sample" / f"wiki_{i:02d}") for i in range(args.shards)]
     held_out = DATA / "enwiki_sample" / "wiki_63"
@@ -100,12 +109,16 @@ def main() -> None:
                 sample.append(ids)
                 total += len(ids)
             tokenizer, model = load_encoder()
-            encode(model, tokenizer, sample[:8])  # warm-up
-            start = time.perf_counter()
-            encode(model, tokenizer, sample)
-            fwd = total / (time.perf_counter() - start)
-            del model
-            print(f"bare forward: {fwd:,.0f} tokens/s with {torch.get_num_threads()} threads", file=sys.stderr)
+            fwd, fp32_vectors = rate(model, tokenizer, sample)
+            int8_rate, int8_vectors = rate(torch_dynamic_int8(model), tokenizer, sample)
+            picked = np.random.default_rng(0).choice(len(fp32_vectors), args.queries, replace=False)
+            int8_overlap = overlap(top_k(int8_vectors, picked, args.k), top_k(fp32_vectors, picked, args.k))
+            del model, fp32_vectors, int8_vectors
+            print(
+                f"bare forward: {fwd:,.0f} tokens/s with {torch.get_num_threads()} threads; "
+                f"int8 (PyTorch dynamic): {int8_rate:,.0f} tokens/s, top-{args.k} overlap {int8_overlap:.3f}",
+                file=sys.stderr,
+            )
 
             start = time.perf_counter()
             datastore = build_datastore(corpus, store, client=client)
@@ -166,6 +179,8 @@ def main() -> None:
                 "tokens": tokens,
                 "embed_tokens_per_s": round(block_tokens / embed_s, 1),
                 "encoder_fwd_tokens_per_s": round(fwd, 1),
+                "int8_speedup": round(int8_rate / fwd, 3),
+                "int8_overlap": round(int8_overlap, 4),
                 "bytes_per_token": round(query_bytes / tokens, 2),
                 "bm25_bytes_per_token": round(bm25_bytes / tokens, 2),
                 "recall_at_k": round(recall, 4),

@@ -58,6 +58,13 @@ class OnnxEncoder:
         return type("Output", (), {"last_hidden_state": torch.from_numpy(hidden)})
 
 
+def torch_dynamic_int8(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of ``model`` whose Linear layers run int8 (PyTorch dynamic, per-channel qint8 weights)."""
+    return torch.ao.quantization.quantize_dynamic(
+        model, {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}, dtype=torch.qint8
+    )
+
+
 def onnx_int8(model, folder: Path) -> OnnxEncoder:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -131,9 +138,7 @@ def main() -> None:
             total += len(ids)
         tokenizer, model = load_encoder()
         candidates = {
-            "torch-dynamic": torch.ao.quantization.quantize_dynamic(
-                model, {torch.nn.Linear: torch.ao.quantization.per_channel_dynamic_qconfig}, dtype=torch.qint8
-            ),
+            "torch-dynamic": torch_dynamic_int8(model),
             "onnxruntime": onnx_int8(model, Path(tmp)),
         }
         fp32_rates, (fp32_rate, fp32) = [], rate(model, tokenizer, sample)

@@ -604,7 +604,8 @@ def eval_command(
         ),
     ] = None,
     json_out: Annotated[
-        bool, typer.Option("--json", help="End with one JSON line per run: {task, n, metric, score}.")
+        bool,
+        typer.Option("--json", help="End with one JSON line per run: {task, system, tau, factory, n, metric, score}."),
     ] = False,
     dask_address: DaskAddress = None,
     workers: Workers = None,
@@ -642,7 +643,19 @@ def eval_command(
     console.print(rows_table(rows))
     if json_out:
         for r in rows:
-            print(json.dumps({"task": r.task, "n": r.n, "metric": r.metric, "score": r.score}))
+            print(
+                json.dumps(
+                    {
+                        "task": r.task,
+                        "system": r.system,
+                        "tau": r.tau,
+                        "factory": r.factory,
+                        "n": r.n,
+                        "metric": r.metric,
+                        "score": r.score,
+                    }
+                )
+            )
 
 
 @app.command(name="compare")

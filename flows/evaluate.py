@@ -107,7 +107,8 @@ class EvalRow(BaseModel):
 
 def searches_vectors(evaluated: Task, params: EvalParams) -> bool:
     """Whether the task's runs search an index's vectors (kNN: closed-set, npm-no-bm25, exact);
-    BM25-restricted open-set runs only encode their passages again, with any encoder."""
+    BM25-restricted open-set runs need no index of the evaluated encoder: another encoder than
+    the index's encodes their passages again."""
     return evaluated.kind == "closed" or params.exact or "npm-no-bm25" in params.systems
 
 
@@ -148,7 +149,9 @@ def reference_index(evaluated: Task, params: EvalParams, wiki_files: int) -> str
 
 def index_reference(corpus: str, params: EvalParams, evaluated: Task) -> str:
     model = params.model if searches_vectors(evaluated, params) else None
-    # reference corpora are small (about 0.2M tokens): 20k vectors train a PQ well enough, in a quarter of the time
+    # reference corpora are small (about 0.2M tokens): 20k vectors train the OPQ+PQ index in a fraction of the
+    # default's 145 s; measured against a Flat index of the same vectors, closed-set accuracy moves by 0.005 (MR),
+    # 0.003 (SST-2) and 0.0105 (CR) with it, and by 0.003, 0.000 and 0.0085 with the default 100k
     return index_corpus(
         IndexParams(store=params.store, corpus=corpus, model=model, train_size=20_000, cluster=params.cluster)
     )

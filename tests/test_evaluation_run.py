@@ -41,6 +41,9 @@ def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path, prefect_server):
     assert out.exit_code == 0, out.output
     assert json.loads(out.stdout.strip().splitlines()[-1]) == {
         "task": "cloze",
+        "system": "npm",
+        "tau": 1.0,
+        "factory": "Flat",
         "n": 4,
         "metric": "exact_match",
         "score": 0.5,
