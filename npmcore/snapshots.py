@@ -215,6 +215,12 @@ class DatastoreRows:
         return np.concatenate(parts)
 
     def _read(self, shard: int, lo: int, hi: int) -> np.ndarray:
+        try:
+            return self._read_rows(shard, lo, hi)
+        except (FileNotFoundError, EOFError, ValueError) as e:
+            raise SnapshotError(f"datastore {self.url}: shard {self.names[shard]} cannot be read: {e}") from e
+
+    def _read_rows(self, shard: int, lo: int, hi: int) -> np.ndarray:
         with fsspec.open(join(self.url, f"shards/{self.names[shard]}/vectors.npy"), "rb") as f:
             if shard not in self._layout:
                 version = np.lib.format.read_magic(f)
@@ -222,10 +228,15 @@ class DatastoreRows:
                     np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
                 )
                 shape, fortran, dtype = read_header(f)
-                if fortran or len(shape) != 2:
-                    raise SnapshotError(f"datastore {self.url}: shard {self.names[shard]} is not (n, d) row-major")
+                if fortran or len(shape) != 2 or shape[0] != self.first[shard + 1] - self.first[shard]:
+                    raise ValueError(
+                        f"its vectors have shape {shape}, not the manifest's "
+                        f"{self.first[shard + 1] - self.first[shard]} row-major rows"
+                    )
                 self._layout[shard] = (f.tell(), shape[1], dtype)
             offset, d, dtype = self._layout[shard]
             f.seek(offset + lo * d * dtype.itemsize)
             data = f.read((hi - lo) * d * dtype.itemsize)
+        if len(data) != (hi - lo) * d * dtype.itemsize:
+            raise EOFError(f"rows {lo}..{hi} are past the end of its vectors file")
         return np.frombuffer(data, dtype=dtype).reshape(hi - lo, d).astype(np.float32)

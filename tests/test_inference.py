@@ -4,6 +4,7 @@ import logging
 import math
 import shutil
 from collections import defaultdict
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from npmcore.indexer import IndexConfig, build_index
 from npmcore.inference import NPM, InferenceConfig, QueryError, label_token_ids
 from npmcore.ingest import IngestConfig, ingest
 from npmcore.snapshots import iter_shards
+from npmcore.storage import SnapshotError
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +68,11 @@ def test_an_index_without_its_datastore_encodes_bm25_passages_again(tmp_path, ne
     datastore = build_datastore(ingest([str(path)], store), store)
     index = build_index(datastore, IndexConfig(factory="Flat"))
     stored = NPM(index).restricted(QUERIES[:2], 3)
+    (vectors_file,) = Path(datastore).glob("shards/*/vectors.npy")
+    full = np.load(vectors_file)
+    np.save(vectors_file, full[:-1])  # a datastore changed since: refused, not misread
+    with pytest.raises(SnapshotError, match=r"cannot be read: its vectors have shape"):
+        NPM(index).restricted(QUERIES[:2], 3)
     shutil.rmtree(datastore)
     with caplog.at_level(logging.WARNING, logger="npmcore.inference"):
         npm = NPM(index)
