@@ -14,12 +14,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from flows.params import ClusterParams, IngestParams, absolute_store
-from npmcore.cluster import ClusterError, check_scheduler
-from npmcore.corpus import FORMATS, CorpusError
-from npmcore.encoder import EncoderError
+from npmcore.corpus import FORMATS
 from npmcore.snapshots import CORPUS
 from npmcore.storage import Manifest, SnapshotError, list_snapshots, open_snapshot
-from npmcore.tracking import TrackingError
 
 app = typer.Typer(help="NPM, the Nonparametric Masked Language Model: pipeline commands.", no_args_is_help=True)
 console = Console()
@@ -33,7 +30,19 @@ DaskAddress = Annotated[
     ),
 ]
 Workers = Annotated[int | None, typer.Option("--workers", min=1, help="Local Dask workers (default: one per core).")]
-USER_ERRORS = (CorpusError, SnapshotError, EncoderError, ClusterError, TrackingError, ValueError, FileNotFoundError)
+# Errors a user can fix: bad input (CorpusError, EncoderError and QueryError are ValueErrors), a missing file, a
+# broken snapshot, and an unreachable Dask scheduler or MLflow server. The last two are named, not imported: this
+# module loads neither Dask nor MLflow (nor torch), so `npmcore --help` answers in a second.
+USER_ERRORS = (ValueError, FileNotFoundError, SnapshotError)
+SERVICE_ERRORS = {"npmcore.cluster": "ClusterError", "npmcore.tracking": "TrackingError"}
+
+
+def is_user_error(error: Exception) -> bool:
+    """Whether ``error`` is one of the errors above (a service's error can only come from its loaded module)."""
+    loaded = tuple(
+        getattr(sys.modules[module], name) for module, name in SERVICE_ERRORS.items() if module in sys.modules
+    )
+    return isinstance(error, USER_ERRORS + loaded)
 
 
 def fail(error: Exception) -> NoReturn:
@@ -48,8 +57,10 @@ def command(function: Callable) -> Callable:
     def run(*args, **kwargs):
         try:
             return function(*args, **kwargs)
-        except USER_ERRORS as e:
-            fail(e)
+        except Exception as e:
+            if is_user_error(e):
+                fail(e)
+            raise
 
     return run
 
@@ -58,6 +69,8 @@ def cluster_params(dask_address: str | None, workers: int | None) -> ClusterPara
     """The cluster options of a command; a given scheduler must answer within 10 s, before any flow starts."""
     params = ClusterParams(dask_address=dask_address, n_workers=workers)
     if params.dask_address:
+        from npmcore.cluster import check_scheduler
+
         check_scheduler(params.dask_address)
     return params
 

@@ -1,16 +1,36 @@
 """The ``npmcore`` command line, as a user runs it: output, exit status, messages."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from reference import QUERIES
 from typer.testing import CliRunner
 
-from flows.cli import app
+from flows.cli import app, is_user_error
 from npmcore.snapshots import open_index
-from npmcore.storage import open_snapshot
+from npmcore.storage import SnapshotError, open_snapshot
 
 runner = CliRunner()
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_cli_loads_no_framework_before_a_command_needs_it():
+    """`npmcore --help` answers in about a second: torch, transformers, MLflow, Dask and Prefect load in commands."""
+    heavy = ["torch", "transformers", "mlflow", "distributed", "prefect", "faiss"]
+    code = f"import sys, flows.cli; print([m for m in {heavy!r} if m in sys.modules])"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert loaded.stdout.strip() == "[]"
+
+
+def test_a_service_error_is_a_user_error_once_its_module_is_loaded():
+    from npmcore.cluster import ClusterError
+    from npmcore.tracking import TrackingError
+
+    assert all(is_user_error(e) for e in (ClusterError("x"), TrackingError("x"), ValueError("x"), SnapshotError("x")))
+    assert not is_user_error(RuntimeError("a bug"))
 
 
 def test_cli_ingest_prints_the_snapshot(tmp_path, enwiki_shard, prefect_server):
