@@ -221,7 +221,9 @@ class DatastoreRows:
             raise SnapshotError(f"datastore {self.url}: shard {self.names[shard]} cannot be read: {e}") from e
 
     def _read_rows(self, shard: int, lo: int, hi: int) -> np.ndarray:
-        with fsspec.open(join(self.url, f"shards/{self.names[shard]}/vectors.npy"), "rb") as f:
+        fs, path = fsspec.core.url_to_fs(join(self.url, f"shards/{self.names[shard]}/vectors.npy"))
+        # no read-ahead cache: on S3 each read is then one ranged GET of exactly the rows asked for
+        with fs.open(path, "rb", cache_type="none") as f:
             if shard not in self._layout:
                 version = np.lib.format.read_magic(f)
                 read_header = (
