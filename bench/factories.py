@@ -34,7 +34,8 @@ def main() -> None:
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT / "bench"))
-    from index import masked_sentences, overlap
+    from index import masked_sentences
+    from topk import overlap
 
     from npmcore.runtime import configure_environment
 

@@ -55,13 +55,6 @@ def masked_sentences(path: Path, n: int, seed: int = 0) -> list[str]:
     return out
 
 
-def overlap(found, truth) -> float:
-    """Mean share of each row of ``truth`` (exact top-k ids) that the same row of ``found`` holds."""
-    import numpy as np
-
-    return float(np.mean([len(np.intersect1d(a, b)) / len(b) for a, b in zip(found, truth, strict=True)]))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--shards", type=int, default=6, help="enwiki_sample files to index (6: about 1.2M tokens)")
@@ -93,7 +86,8 @@ def main() -> None:
     from npmcore.storage import read_manifest
 
     sys.path.insert(0, str(ROOT / "bench"))
-    from int8 import rate, top_k, torch_dynamic_int8
+    from int8 import rate, torch_dynamic_int8
+    from topk import overlap, top_k
 
     files = [str(DATA / "enwiki_sample" / f"wiki_{i:02d}") for i in range(args.shards)]
     held_out = DATA / "enwiki_sample" / "wiki_63"

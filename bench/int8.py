@@ -35,7 +35,7 @@ from npmcore.ingest import ingest  # noqa: E402
 from npmcore.snapshots import read_blocks  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from index import overlap  # noqa: E402
+from topk import overlap, top_k  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "enwiki_sample" / "wiki_00"
 
@@ -112,14 +112,6 @@ def rate(model, tokenizer, sample: list[list[int]]) -> tuple[float, np.ndarray]:
     start = time.perf_counter()
     vectors = np.concatenate(encode(model, tokenizer, sample))
     return sum(map(len, sample)) / (time.perf_counter() - start), vectors
-
-
-def top_k(vectors: np.ndarray, queries: np.ndarray, k: int) -> np.ndarray:
-    import faiss
-
-    index = faiss.IndexFlatIP(vectors.shape[1])
-    index.add(np.ascontiguousarray(vectors, dtype=np.float32))
-    return index.search(np.ascontiguousarray(vectors[queries], dtype=np.float32), k)[1]
 
 
 def main() -> None:

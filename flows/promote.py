@@ -4,8 +4,8 @@ current champion on the dev evaluation (or if there is none yet).
 The rule: both encoders are evaluated on the same dev data (default: LAMA T-REx and
 Google-RE dev facts, BM25-restricted, and the cloze dev facts of the default corpus; an
 encoder other than the index's encodes the passages again, so no index is rebuilt), and the
-candidate takes the alias when its mean score is higher. The decision, both scores and the dev data
-are recorded as tags of the candidate's registered version. The train deployment promotes
+candidate takes the alias when its mean score is higher. The decision, both scores and the
+dev data are recorded as tags of the candidate's registered version. The train deployment promotes
 what it trains; ``npmcore promote`` applies the rule to any version (``--force``: always).
 """
 

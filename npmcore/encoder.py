@@ -167,8 +167,9 @@ def load_masked_lm(name_or_path: str | Path | None = None) -> tuple[PreTrainedTo
         raise EncoderError(f"cannot load {source!r} as a masked language model: {e}") from e
     finally:
         hf_logging.set_verbosity(verbosity)
-    head = next(name for name, module in model.named_children() if module is mlm_head(model))
-    fresh = [key for key in info["missing_keys"] if key.startswith(f"{head}.")]
+    head = mlm_head(model)  # fails for an architecture whose head is not one module
+    prefix = next(f"{name}." for name, module in model.named_children() if module is head)
+    fresh = [key for key in info["missing_keys"] if key.startswith(prefix)]
     if fresh:
         log.info("%s has no masked-LM head: %d head tensors freshly initialised", source, len(fresh))
     if len(fresh) < len(info["missing_keys"]):

@@ -26,27 +26,29 @@ def flat(news_store) -> NPM:
     return NPM(news_store.index)
 
 
-def test_flat_pipeline_equals_brute_force(flat, news_store, tokenizer):
+@pytest.fixture(scope="module")
+def stored(news_store) -> list[np.ndarray]:
+    """The datastore's vectors of each block of the shared corpus."""
     blocks = corpus_blocks(news_store.corpus)
-    vectors = np.split(
+    return np.split(
         np.concatenate([a["vectors"] for _, a in iter_shards(news_store.datastore)]),
         np.cumsum([len(b) for b in blocks])[:-1],
     )
+
+
+def test_flat_pipeline_equals_brute_force(flat, news_store, stored, tokenizer):
+    blocks = corpus_blocks(news_store.corpus)
     config = InferenceConfig(k=200, l_max=10, tau=1.0, restrict=False, answers=5)
     q = flat.encode_queries(QUERIES, 2)
     for answers, (q_start, q_end) in zip(flat.predict(QUERIES, config), q, strict=True):
         reference = brute_force(
-            blocks, vectors, range(len(blocks)), q_start, q_end, flat.corpus.tables, 200, 10, 1.0, tokenizer
+            blocks, stored, range(len(blocks)), q_start, q_end, flat.corpus.tables, 200, 10, 1.0, tokenizer
         )
         assert_same_answers(answers, reference)
 
 
-def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat, news_store, tokenizer):
+def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat, news_store, stored, tokenizer):
     blocks = corpus_blocks(news_store.corpus)
-    stored = np.split(
-        np.concatenate([a["vectors"] for _, a in iter_shards(news_store.datastore)]),
-        np.cumsum([len(b) for b in blocks])[:-1],
-    )
     config = InferenceConfig(restrict=True, passages=3, tau=2.0)
     q = flat.encode_queries(QUERIES, 2)
     for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
