@@ -85,19 +85,22 @@ def counts_table(url: str, manifest: Manifest) -> Table:
 
 def rows_table(rows) -> Table:
     table = Table(
-        "task", "system", "tau", "index", "corpus tokens", "n", "metric", "score", "notes", title="zero-shot evaluation"
-    )
+        "task", "system", "λ", "tau", "index", "corpus tokens", "n", "metric", "score", "perplexity", "notes",
+        title="zero-shot evaluation",
+    )  # fmt: skip
     for r in rows:
         notes = " ".join(f"{k}={v}" for k, v in r.notes.items())
         table.add_row(
             r.task,
-            r.system,
+            r.system if r.fraction == 1 else f"{r.system} ({r.fraction:g} of the datastore)",
+            "" if r.lam is None else f"{r.lam:g}",
             f"{r.tau:g}",
             r.factory,
             f"{r.corpus_tokens:,}",
             str(r.n),
             r.metric,
             f"{r.score:.4f}",
+            "" if r.perplexity is None else f"{r.perplexity:.2f}",
             notes,
         )
     return table
@@ -562,7 +565,9 @@ def query_command(
 def eval_command(
     task: Annotated[
         list[str] | None,
-        typer.Option(help="sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa or cloze (repeatable)."),
+        typer.Option(
+            help="sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa, cloze or wikitext2 (repeatable)."
+        ),
     ] = None,
     suite: Annotated[str | None, typer.Option(help="quick: every task but cloze, at most 100 examples each.")] = None,
     index_url: Annotated[
@@ -588,12 +593,24 @@ def eval_command(
     ] = None,
     seed: int = 0,
     split: Annotated[
-        str, typer.Option(help="test, or dev (tuning data: sst2, trex, google_re; cloze: its --data file).")
+        str, typer.Option(help="test, or dev (tuning data: sst2, trex, google_re, wikitext2; cloze: its --data file).")
     ] = "test",
     system: Annotated[
-        list[str] | None, typer.Option(help="npm, npm-no-bm25 or npm-single (repeatable; default npm).")
+        list[str] | None,
+        typer.Option(
+            help="npm, npm-no-bm25, npm-single, or the masked-token systems mlm, knn, knn-lm (an encoder with a "
+            "trained MLM head; one sweep over --lam, --tau, --fraction per task) (repeatable; default npm)."
+        ),
     ] = None,
     exact: Annotated[bool, typer.Option(help="Also search a Flat (exact) index of the same datastore.")] = False,
+    lam: Annotated[
+        list[float] | None,
+        typer.Option(help="knn-lm: weight of p_kNN, strictly between 0 and 1, repeatable (default 0.1 … 0.9)."),
+    ] = None,
+    fraction: Annotated[
+        list[float] | None,
+        typer.Option(help="knn, knn-lm: share of the datastore's blocks searched, repeatable (default 1)."),
+    ] = None,
     k: Annotated[int, typer.Option(min=1, help="Tokens retrieved per query vector.")] = 4096,
     tau: Annotated[
         list[float] | None,
@@ -618,7 +635,11 @@ def eval_command(
     ] = None,
     json_out: Annotated[
         bool,
-        typer.Option("--json", help="End with one JSON line per run: {task, system, tau, factory, n, metric, score}."),
+        typer.Option(
+            "--json",
+            help="End with one JSON line per run: {task, system, tau, factory, n, metric, score}; masked-token "
+            "systems add lambda, fraction and perplexity.",
+        ),
     ] = False,
     dask_address: DaskAddress = None,
     workers: Workers = None,
@@ -646,6 +667,8 @@ def eval_command(
         exact=exact,
         k=k,
         taus=tau,
+        **({"lambdas": lam} if lam else {}),
+        fractions=fraction or [1.0],
         content_words=content_words,
         calibrate=calibrate,
         wiki_files=wiki_files or [1],
@@ -656,19 +679,18 @@ def eval_command(
     console.print(rows_table(rows))
     if json_out:
         for r in rows:
-            print(
-                json.dumps(
-                    {
-                        "task": r.task,
-                        "system": r.system,
-                        "tau": r.tau,
-                        "factory": r.factory,
-                        "n": r.n,
-                        "metric": r.metric,
-                        "score": r.score,
-                    }
-                )
-            )
+            line = {
+                "task": r.task,
+                "system": r.system,
+                "tau": r.tau,
+                "factory": r.factory,
+                "n": r.n,
+                "metric": r.metric,
+                "score": r.score,
+            }
+            if r.lam is not None:
+                line.update(**{"lambda": r.lam, "fraction": r.fraction, "perplexity": r.perplexity})
+            print(json.dumps(line))
 
 
 @app.command(name="compare")

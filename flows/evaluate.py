@@ -17,17 +17,19 @@ from npmcore.evaluation.run import System
 from npmcore.evaluation.tasks import DEFAULT_DATA_DIR, Task
 from npmcore.indexer import IndexConfig, build_index
 from npmcore.inference import InferenceConfig
+from npmcore.knnlm import MASKED_SYSTEMS, MaskedSystem
 from npmcore.plots import line_plot
 from npmcore.snapshots import open_index
 from npmcore.tracking import model_version, resolve_encoder, tracking, tracking_uri
-from tasks.evaluate import RunSettings, evaluate_run_task, load_task_examples
+from tasks.evaluate import MaskedSweep, RunSettings, evaluate_run_task, load_task_examples, masked_study_task
 
 QUICK_SUITE = ["sst2", "mr", "cr", "rt", "subj", "agn", "rte", "trex", "google_re", "nq", "triviaqa"]
 
 
 class EvalParams(BaseModel):
     tasks: list[str] = Field(
-        ["mr"], description="Task names (sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa, cloze)."
+        ["mr"],
+        description="Task names (sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa, cloze, wikitext2).",
     )
     store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
     index: str | None = Field(
@@ -53,16 +55,25 @@ class EvalParams(BaseModel):
     split: Literal["test", "dev"] = Field(
         "test",
         description="test, or dev: the tuning data of sst2 (its dev file), trex and google_re (a fixed fifth of "
-        "the facts); the cloze task's split is its data file.",
+        "the facts), wikitext2 (a fixed fifth of the articles); the cloze task's split is its data file.",
     )
-    systems: list[System] = Field(
+    systems: list[System | MaskedSystem] = Field(
         ["npm"],
         description="npm (open-set: BM25-restricted, exact), npm-no-bm25 (kNN over the index), npm-single "
         "(one [MASK] vector: the NPM encoder queried with a single mask, not an NPM-single-trained encoder). "
-        "Closed-set tasks never use BM25: npm-no-bm25 is npm there and is skipped.",
+        "Closed-set tasks never use BM25: npm-no-bm25 is npm there and is skipped. The masked-token systems "
+        "(single-token answers; an encoder with a trained MLM head): mlm (the head), knn (the kNN-LM's "
+        "distribution over the one [MASK]'s top-k tokens), knn-lm (their interpolation); they run as one sweep "
+        "over lambdas, taus and datastore fractions per task.",
     )
     exact: bool = Field(
         False, description="Also run the kNN systems against a Flat (exact) index of the same datastore."
+    )
+    lambdas: list[float] = Field(
+        [0.1, 0.25, 0.5, 0.75, 0.9], description="knn-lm: weights of p_kNN to sweep, each strictly between 0 and 1."
+    )
+    fractions: list[float] = Field(
+        [1.0], description="knn, knn-lm: shares of the datastore's blocks searched (a seeded sample of blocks)."
     )
     k: int = Field(4096, ge=1)
     calibrate: bool = Field(
@@ -80,6 +91,22 @@ class EvalParams(BaseModel):
     )
     experiment: str = Field("npm-eval", description="MLflow experiment.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
+
+    @field_validator("lambdas")
+    @classmethod
+    def _lambdas(cls, value: list[float]) -> list[float]:
+        if not value or not all(0 < lam < 1 for lam in value):
+            raise ValueError(
+                f"lambdas must lie strictly between 0 and 1 (0 is the mlm system, 1 the knn system), got {value}"
+            )
+        return sorted(set(value))
+
+    @field_validator("fractions")
+    @classmethod
+    def _fractions(cls, value: list[float]) -> list[float]:
+        if not value or not all(0 < f <= 1 for f in value):
+            raise ValueError(f"datastore fractions must lie in (0, 1], got {value}")
+        return sorted(set(value))
 
     @field_validator("wiki_files")
     @classmethod
@@ -103,31 +130,40 @@ class EvalRow(BaseModel):
     metric: str
     score: float
     notes: dict[str, int]
+    lam: float | None = None  # masked-token systems: the weight of p_kNN (0: mlm, 1: knn)
+    fraction: float = 1.0  # masked-token systems: the share of the datastore searched
+    perplexity: float | None = None  # masked-token systems on open-set tasks
 
 
 def searches_vectors(evaluated: Task, params: EvalParams) -> bool:
     """Whether the task's runs search an index's vectors (kNN: closed-set, npm-no-bm25, exact);
     BM25-restricted open-set runs need no index of the evaluated encoder: another encoder than
     the index's encodes their passages again."""
-    return evaluated.kind == "closed" or params.exact or "npm-no-bm25" in params.systems
+    return (
+        evaluated.kind == "closed"
+        or params.exact
+        or "npm-no-bm25" in params.systems
+        or any(s in MASKED_SYSTEMS for s in params.systems)
+    )
 
 
 def task_indexes(evaluated: Task, params: EvalParams) -> list[str]:
     """The indexes a task is evaluated against: the given index, the given corpus indexed, or
     the task's reference corpus (one per ``wiki_files`` count for open-set tasks); with
-    ``exact``, a Flat index of the first one's datastore follows. Runs that search no
+    ``exact`` and an NPM system, a Flat index of the first one's datastore follows (the masked-token
+    systems search exactly in memory). Runs that search no
     vectors share one index of a corpus, made with the default encoder, whatever the model."""
     if params.index:
         indexes = [params.index]
     elif params.corpus:
         indexes = [index_reference(params.corpus, params, evaluated)]
-    elif evaluated.name == "cloze":  # facts of the user's own: by default about the embedded default corpus
+    elif evaluated.name in ("cloze", "wikitext2"):  # against the embedded default corpus (other articles)
         default = ingest_corpus(IngestParams(store=params.store, pages_per_partition=25, cluster=params.cluster))
         indexes = [index_reference(default, params, evaluated)]
     else:
         sizes = params.wiki_files if evaluated.kind == "open" else [0]
         indexes = [reference_index(evaluated, params, n) for n in sizes]
-    if params.exact:
+    if params.exact and npm_systems(params):
         indexes.append(build_index(open_index(indexes[0]).datastore, IndexConfig(factory="Flat", bm25=False)))
     return indexes
 
@@ -157,9 +193,13 @@ def index_reference(corpus: str, params: EvalParams, evaluated: Task) -> str:
     )
 
 
+def npm_systems(params: EvalParams) -> list[System]:
+    return [s for s in params.systems if s not in MASKED_SYSTEMS]
+
+
 def runs_of(evaluated: Task, params: EvalParams) -> list[tuple[System, float]]:
-    """(system, temperature) pairs to run for a task."""
-    systems = [s for s in params.systems if not (evaluated.kind == "closed" and s == "npm-no-bm25")]
+    """(system, temperature) pairs of the NPM systems to run for a task."""
+    systems = [s for s in npm_systems(params) if not (evaluated.kind == "closed" and s == "npm-no-bm25")]
     taus = params.taus or [5.0 if evaluated.kind == "closed" else 1.0]
     return [(system, tau) for system in dict.fromkeys(systems) for tau in taus]
 
@@ -190,7 +230,7 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
         for name in params.tasks:
             evaluated = load_task_examples(name, params.limit, params.seed, params.data, params.split)
             indexes = task_indexes(evaluated, params)
-            exact = indexes[-1] if params.exact else None
+            exact = indexes[-1] if params.exact and npm_systems(params) else None
             rows = []
             for index in indexes:
                 manifest = open_index(index).manifest
@@ -212,10 +252,47 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
                             notes=result.notes,
                         )
                     )
-            if len({r.corpus_tokens for r in rows}) > 1:
-                log_size_curve(evaluated.name, [r for r in rows if r.factory != "Flat"], params, uri)
+            masked = [s for s in params.systems if s in MASKED_SYSTEMS]
+            if masked:
+                rows += masked_rows(evaluated, indexes[0], masked, params, settings)
+            if len({r.corpus_tokens for r in rows if r.lam is None}) > 1:
+                log_size_curve(evaluated.name, [r for r in rows if r.factory != "Flat" and r.lam is None], params, uri)
             results += rows
     return results
+
+
+def masked_rows(
+    evaluated: Task, index: str, systems: list[MaskedSystem], params: EvalParams, settings: RunSettings
+) -> list[EvalRow]:
+    """The masked-token study of a task (one MLflow run) as one row per system, λ, τ, search and fraction."""
+    sweep = MaskedSweep(
+        systems=tuple(systems),
+        lams=tuple(params.lambdas),
+        taus=tuple(params.taus or [1.0]),
+        fractions=tuple(params.fractions),
+        exact=params.exact,
+        k=params.k,
+    )
+    study = masked_study_task(evaluated, index, sweep, settings)
+    manifest = open_index(index).manifest
+    factory = manifest.config["factory"]
+    return [
+        EvalRow(
+            task=evaluated.name,
+            system=r.system,
+            tau=r.tau or 0.0,
+            factory={"approximate": factory, "exact": "Flat", "": "-"}[r.search],
+            corpus_tokens=manifest.counts["tokens"],
+            n=r.n,
+            metric="accuracy",
+            score=r.accuracy,
+            notes=study.notes,
+            lam=r.lam,
+            fraction=r.fraction,
+            perplexity=r.perplexity,
+        )
+        for r in study.rows
+    ]
 
 
 def log_size_curve(task: str, rows: list[EvalRow], params: EvalParams, uri: str) -> None:

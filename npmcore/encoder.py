@@ -153,10 +153,13 @@ def load_encoder(name_or_path: str | Path | None = None) -> tuple[PreTrainedToke
     return tokenizer, model.eval()
 
 
-def load_masked_lm(name_or_path: str | Path | None = None) -> tuple[PreTrainedTokenizerFast, PreTrainedModel]:
+def load_masked_lm(
+    name_or_path: str | Path | None = None, require_head: bool = False
+) -> tuple[PreTrainedTokenizerFast, PreTrainedModel]:
     """Tokenizer and the encoder with its masked-LM head (what training updates and saves).
-    An encoder published without one (the packaged MiniLM-L6) gets a freshly initialised head:
-    transform, LayerNorm and a decoder tied to the input embeddings."""
+    An encoder published without one (the packaged MiniLM-L6, the shipped NPM encoder) gets a
+    freshly initialised head: transform, LayerNorm and a decoder tied to the input embeddings;
+    with ``require_head`` (predicting tokens with the head) that is an :class:`EncoderError`."""
     tokenizer = load_tokenizer(name_or_path)
     source = local_model_dir(str(name_or_path or base_encoder_path()))
     verbosity = hf_logging.get_verbosity()
@@ -170,6 +173,11 @@ def load_masked_lm(name_or_path: str | Path | None = None) -> tuple[PreTrainedTo
     head = mlm_head(model)  # fails for an architecture whose head is not one module
     prefix = next(f"{name}." for name, module in model.named_children() if module is head)
     fresh = [key for key in info["missing_keys"] if key.startswith(prefix)]
+    if fresh and require_head:
+        raise EncoderError(
+            f"{source} has no trained masked-LM head ({len(fresh)} head tensors missing): the mlm and knn-lm "
+            "systems need an encoder trained with one (npmcore train --objective mlm, or --mlm-weight)"
+        )
     if fresh:
         log.info("%s has no masked-LM head: %d head tensors freshly initialised", source, len(fresh))
     if len(fresh) < len(info["missing_keys"]):

@@ -31,7 +31,14 @@ import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from npmcore import bm25
-from npmcore.encoder import cached_encoder, encode, encoder_fingerprint, special_frame, tokenizer_fingerprint
+from npmcore.encoder import (
+    cached_encoder,
+    default_encoder_path,
+    encode,
+    encoder_fingerprint,
+    special_frame,
+    tokenizer_fingerprint,
+)
 from npmcore.evidence import Evidence, EvidenceReader
 from npmcore.faiss_index import read_index, reconstruct, search, set_search_params, to_gpu
 from npmcore.phrases import Corpus, candidate_spans, content_spans, label_scores, score_phrases, score_tokens
@@ -87,7 +94,9 @@ class NPM:
         self.manifest = self.index_snapshot.manifest
         self.url = index_url
         local = local_folder(index_url, cache)
-        self.tokenizer, self.model = cached_encoder(encoder if encoder is not None else self.index_snapshot.encoder)
+        # the encoder's location: as given, else the index's, else the shipped default
+        self.encoder_source = str(encoder or self.index_snapshot.encoder or default_encoder_path())
+        self.tokenizer, self.model = cached_encoder(self.encoder_source)
         self.fingerprint = encoder_fingerprint(self.model)
         self._foreign = foreign_encoder(self.index_snapshot, encoder, self.tokenizer, self.model)
         self._stored = None if self._foreign else stored_vectors(self.index_snapshot)

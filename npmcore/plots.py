@@ -17,15 +17,22 @@ def bar_plot(values: dict[str, float], xlabel: str, ylabel: str, title: str) -> 
 
 
 def line_plot(
-    curves: dict[str, Sequence[tuple[float, float]]], xlabel: str, ylabel: str, title: str, log_x: bool = False
+    curves: dict[str, Sequence[tuple[float, float]]],
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    log_x: bool = False,
+    ylim: tuple[float, float] | None = (0, 1),
 ) -> Figure:
-    """One line (with markers) per named curve of (x, y) points, scores in [0, 1]."""
+    """One line (with markers) per named curve of (x, y) points; y in ``ylim`` (None: fitted, e.g. perplexity)."""
     figure = Figure(figsize=(5, 3.5))
     axes = figure.subplots()
     for name, points in curves.items():
         xs, ys = zip(*sorted(points), strict=True)
         axes.plot(xs, ys, marker="o", label=name)
-    axes.set(xlabel=xlabel, ylabel=ylabel, ylim=(0, 1), title=title, xscale="log" if log_x else "linear")
+    axes.set(xlabel=xlabel, ylabel=ylabel, title=title, xscale="log" if log_x else "linear")
+    if ylim is not None:
+        axes.set_ylim(*ylim)
     axes.legend()
     figure.tight_layout()
     return figure

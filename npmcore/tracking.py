@@ -264,7 +264,8 @@ SCORES = ("accuracy", "exact_match", "macro_exact_match")
 
 def compare(uri: str, experiment: str, items: list[str]) -> dict[str, dict[str, str]]:
     """Scores side by side: per item (an evaluation run id, or a model: its newest run per task
-    and system), ``{"<task>/<system> <metric>": score, "corpus tokens": …}``."""
+    and system), ``{"<task>/<system> <metric>": score, "corpus tokens": …}``; a masked-token
+    study's best rows appear as ``accuracy.<system>`` and ``perplexity.<system>``."""
     client = MlflowClient(tracking_uri=uri, registry_uri=uri)
     found = client.get_experiment_by_name(experiment)
     if found is None:
@@ -291,7 +292,7 @@ def compare(uri: str, experiment: str, items: list[str]) -> dict[str, dict[str, 
         for run in runs:  # newest first: keep the newest score of each task and system
             params = run.data.params
             for name, value in run.data.metrics.items():
-                if name in SCORES:
+                if name in SCORES or name.split(".")[0] in ("accuracy", "perplexity"):  # masked-token studies
                     cells.setdefault(f"{params.get('task')}/{params.get('system')} {name}", f"{value:.4f}")
             cells.setdefault("corpus tokens", params.get("corpus_tokens", ""))
         columns[item] = cells

@@ -1,14 +1,16 @@
 """Evaluation tasks: load a task's examples; run it against an index and log the run to MLflow."""
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 
 import mlflow
 from prefect import task
 
+from npmcore.evaluation.masked import MaskedRow, MaskedStudy, best, run_masked, sweep_plots
 from npmcore.evaluation.run import Result, System, accuracy_by_length, answer_lengths, run_task
 from npmcore.evaluation.tasks import Split, Task, load_task
 from npmcore.inference import NPM, InferenceConfig
+from npmcore.knnlm import KNN_BACKOFF, MaskedLMHead, MaskedSystem, searchers
 from npmcore.plots import bar_plot
 from npmcore.snapshots import open_index
 from npmcore.tracking import log_snapshot_input, tracking
@@ -27,6 +29,18 @@ class RunSettings:
     seed: int
     tracking_uri: str
     experiment: str
+
+
+@dataclass(frozen=True)
+class MaskedSweep:
+    """What a kNN-LM study sweeps (:func:`npmcore.evaluation.masked.run_masked`)."""
+
+    systems: tuple[MaskedSystem, ...]
+    lams: tuple[float, ...]  # knn-lm weights of p_kNN, each in (0, 1)
+    taus: tuple[float, ...]
+    fractions: tuple[float, ...]  # shares of the datastore's blocks searched
+    exact: bool  # also search a Flat index of the same vectors
+    k: int
 
 
 @task(name="load-task", timeout_seconds=HOUR)
@@ -70,3 +84,50 @@ def evaluate_run_task(
             figure = bar_plot(by_length, "answer length (tokens)", "exact match", f"{evaluated.name}: {system}")
             mlflow.log_figure(figure, "accuracy_by_answer_length.png")
     return result
+
+
+@task(name="masked-study", cache_key_fn=inputs_and_version, persist_result=True, timeout_seconds=6 * HOUR)
+def masked_study_task(evaluated: Task, index: str, sweep: MaskedSweep, settings: RunSettings) -> MaskedStudy:
+    """The kNN-LM study of a task against an index inside one MLflow run: every row as the
+    table ``sweep.json``, the best row of each system as metrics (``perplexity.knn-lm``, …),
+    and plots of the metric against λ, τ and the datastore fraction."""
+    snapshot = open_index(index)
+    with (
+        tracking(settings.tracking_uri, settings.experiment),
+        mlflow.start_run(run_name=f"{evaluated.name}/{'+'.join(sweep.systems)}", nested=True),
+    ):
+        link_runs(settings.tracking_uri)
+        log_snapshot_input("index", index, "evaluation")
+        log_snapshot_input("corpus", snapshot.corpus, "evaluation")
+        npm = NPM(index, encoder=settings.encoder)
+        head = MaskedLMHead(npm.encoder_source, npm.fingerprint)
+        needs_search = any(s != "mlm" for s in sweep.systems)
+        found = (
+            searchers(npm.index, snapshot.datastore, npm.corpus.offsets, sweep.fractions, sweep.exact)
+            if needs_search
+            else []
+        )
+        study = run_masked(evaluated, npm, head, found, sweep.lams, sweep.taus, sweep.k, settings.calibrate)
+        study = replace(study, rows=tuple(r for r in study.rows if r.system in sweep.systems))
+        mlflow.log_params({
+            "model": settings.model or snapshot.manifest.config["encoder"], "model_version": settings.model_version,
+            "limit": settings.limit, "seed": settings.seed, "task": evaluated.name, "split": evaluated.split,
+            "system": ",".join(sweep.systems), "index": index, "index_id": snapshot.manifest.id,
+            "factory": snapshot.manifest.config["factory"], "corpus_id": snapshot.corpus_id,
+            "encoder_fingerprint": npm.fingerprint, "corpus_tokens": snapshot.manifest.counts["tokens"],
+            "k": sweep.k, "lambdas": sweep.lams, "taus": sweep.taus, "fractions": sweep.fractions,
+            "exact": sweep.exact, "calibrate": settings.calibrate and evaluated.domain is not None,
+            "knn_backoff": KNN_BACKOFF,
+        })  # fmt: skip
+        mlflow.log_metrics({"n": study.rows[0].n, **study.notes})
+        for system in sweep.systems:
+            top = best(list(study.rows), system)
+            mlflow.log_metric(f"accuracy.{system}", top.accuracy)
+            if top.perplexity is not None:
+                mlflow.log_metric(f"perplexity.{system}", top.perplexity)
+            if system != "mlm":
+                mlflow.log_metrics({f"tau.{system}": top.tau, f"lambda.{system}": top.lam})
+        mlflow.log_table({f.name: [getattr(r, f.name) for r in study.rows] for f in fields(MaskedRow)}, "sweep.json")
+        for name, figure in sweep_plots(list(study.rows), evaluated.name).items():
+            mlflow.log_figure(figure, name)
+    return study

@@ -2,7 +2,9 @@
 
 Closed-set: ``sst2``, ``mr``, ``cr``, ``rt`` (sentiment), ``subj``, ``agn``, ``rte``.
 Open-set: LAMA ``trex`` and ``google_re`` (gold = ``obj_label``), ``nq`` and
-``triviaqa`` (gold = every alias), ``cloze`` (any jsonl of ``{"query", "answers", "id"?}``).
+``triviaqa`` (gold = every alias), ``cloze`` (any jsonl of ``{"query", "answers", "id"?}``),
+``wikitext2`` (masked-token prediction: a fixed 15% of the words of WikiText-2's test
+articles, each masked alone in a window of its paragraph).
 Templates and label words are in :mod:`npmcore.evaluation.templates`.
 """
 
@@ -38,18 +40,26 @@ SENTIMENT_TASKS = ("sst2", "mr", "cr", "rt")
 CLOSED_TASKS = (*SENTIMENT_TASKS, "subj", "agn", "rte")
 LAMA_TASKS = ("trex", "google_re")
 QUESTION_TASKS = ("nq", "triviaqa")
-TASKS = (*CLOSED_TASKS, *LAMA_TASKS, *QUESTION_TASKS, "cloze")
+TASKS = (*CLOSED_TASKS, *LAMA_TASKS, *QUESTION_TASKS, "cloze", "wikitext2")
 Split = Literal["test", "dev"]
 # Tuning data never evaluated as test: SST-2's own dev file, and for LAMA the facts whose uuid
 # hashes into one fifth of the space (a fixed split, the same for every seed and limit).
-# The cloze task's split is its file (bench/data/cloze-dev.jsonl, cloze-test.jsonl).
+# WikiText-2 likewise splits its test articles by title. The cloze task's split is its file
+# (bench/data/cloze-dev.jsonl, cloze-test.jsonl).
 DEV_FILES = {"sst2": "sst2/dev.tsv"}
-DEV_SPLITS = (*DEV_FILES, *LAMA_TASKS, "cloze")
+DEV_SPLITS = (*DEV_FILES, *LAMA_TASKS, "cloze", "wikitext2")
+WIKITEXT_MASKED = 0.15  # share of WikiText-2's words that are masked positions (a fixed sample)
+WIKITEXT_WINDOW = 40  # words of context kept on each side of a masked word
 
 
 def lama_split(uuid: str) -> Split:
     """The split of a LAMA fact: dev for one fifth of the uuids (by sha256), test for the rest."""
-    return "dev" if int(hashlib.sha256(uuid.encode()).hexdigest()[:8], 16) % 5 == 0 else "test"
+    return "dev" if _hash_fraction(uuid) < 0.2 else "test"
+
+
+def _hash_fraction(key: str) -> float:
+    """A fixed number in [0, 1) for a key (sha256): the same split for every seed and limit."""
+    return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) / 16**8
 
 
 @dataclass(frozen=True)
@@ -173,6 +183,35 @@ def _cloze_examples(path: Path) -> Iterator[Example | str]:
         yield _example(query, answers, None, id, query.replace(MASK, answers[0], 1))
 
 
+def _wikitext_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
+    """Masked words of WikiText-2's raw test file: in each paragraph, a fixed
+    :data:`WIKITEXT_MASKED` of its alphanumeric words (by hash of article, line and position),
+    each masked alone with :data:`WIKITEXT_WINDOW` words on either side. An article ("= Title =")
+    is dev data when its title hashes into one fifth of the space."""
+    path = data_dir / "wikitext2" / "wiki.test.raw"
+    if not path.exists():
+        raise ValueError(f"WikiText-2 test file {path} is missing (see shared/data/README.md)")
+    title = ""
+    with path.open(encoding="utf-8") as f:
+        for line, raw in enumerate(f, start=1):
+            text = raw.strip()
+            if text.startswith("= ") and text.endswith(" =") and not text.startswith("= ="):
+                title = text.strip("= ")
+                continue
+            if not text or text.startswith("="):
+                continue
+            if ("dev" if _hash_fraction(title) < 0.2 else "test") != split:
+                continue
+            words = text.replace(" @-@ ", "-").replace(" @,@ ", ",").replace(" @.@ ", ".").split()
+            for i, word in enumerate(words):
+                if not word.isalnum() or _hash_fraction(f"{title}:{line}:{i}") >= WIKITEXT_MASKED:
+                    continue
+                left = words[max(0, i - WIKITEXT_WINDOW) : i]
+                right = words[i + 1 : i + 1 + WIKITEXT_WINDOW]
+                query = " ".join([*left, MASK, *right])
+                yield _example(query, (word,), None, f"wikitext2-{line}-{i}", " ".join([*left, word, *right]))
+
+
 def subsample(examples: list[Example], limit: int | None, seed: int) -> tuple[Example, ...]:
     """A seeded sample of ``limit`` examples (all when ``limit`` is None or not smaller), in input order."""
     if limit is None or len(examples) <= limit:
@@ -233,6 +272,8 @@ def load_task(
         items = _nq_examples(data_dir)
     elif name == "triviaqa":
         items = _triviaqa_examples(data_dir)
+    elif name == "wikitext2":
+        items = _wikitext_examples(data_dir, split)
     else:
         items = _cloze_examples(Path(path))
     examples, skipped = [], Counter()
