@@ -4,6 +4,7 @@ no global backend, nothing to close), which ``mlflow.log_figure`` saves."""
 from collections.abc import Sequence
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 
 def bar_plot(values: dict[str, float], xlabel: str, ylabel: str, title: str) -> Figure:
@@ -23,6 +24,7 @@ def line_plot(
     title: str,
     log_x: bool = False,
     ylim: tuple[float, float] | None = (0, 1),
+    log_y: bool = False,
 ) -> Figure:
     """One line (with markers) per named curve of (x, y) points; y in ``ylim`` (None: fitted, e.g. perplexity)."""
     figure = Figure(figsize=(5, 3.5))
@@ -30,7 +32,17 @@ def line_plot(
     for name, points in curves.items():
         xs, ys = zip(*sorted(points), strict=True)
         axes.plot(xs, ys, marker="o", label=name)
-    axes.set(xlabel=xlabel, ylabel=ylabel, title=title, xscale="log" if log_x else "linear")
+    axes.set(
+        xlabel=xlabel,
+        ylabel=ylabel,
+        title=title,
+        xscale="log" if log_x else "linear",
+        yscale="log" if log_y else "linear",
+    )
+    if log_x:  # label the measured x values, not powers of ten
+        ticks = sorted({x for points in curves.values() for x, _ in points})
+        axes.set_xticks(ticks, [f"{x:g}" for x in ticks])
+        axes.xaxis.set_minor_formatter(NullFormatter())
     if ylim is not None:
         axes.set_ylim(*ylim)
     axes.legend()

@@ -157,14 +157,20 @@ def sweep_plots(rows: list[MaskedRow], task: str) -> dict[str, Figure]:
         by_size[f"{search} knn"] = [(r.fraction, value(r)) for r in at_best if r.system == "knn"]
         by_size[f"{search} knn-lm λ={top.lam:g}"] = [(r.fraction, value(r)) for r in at_best if r.lam == top.lam]
     ylim = None if open_set else (0, 1)
+    scale = dict(ylim=ylim, log_y=open_set)  # perplexity on a log scale: knn alone can be far above the others
     figures[f"{metric}_by_lambda.png"] = line_plot(
-        {k: v for k, v in by_lam.items() if v}, "λ (weight of p_kNN)", metric, f"{task}: τ={top.tau:g}", ylim=ylim
+        {k: v for k, v in by_lam.items() if v}, "λ (weight of p_kNN)", metric, f"{task}: τ={top.tau:g}", **scale
     )
     figures[f"{metric}_by_tau.png"] = line_plot(
-        {k: v for k, v in by_tau.items() if v}, "τ", metric, f"{task}: temperature of p_kNN", log_x=True, ylim=ylim
+        {k: v for k, v in by_tau.items() if v}, "τ", metric, f"{task}: temperature of p_kNN", log_x=True, **scale
     )
     if len({r.fraction for r in searched}) > 1:
         figures[f"{metric}_by_datastore.png"] = line_plot(
-            {k: v for k, v in by_size.items() if v}, "share of the datastore", metric, task, log_x=True, ylim=ylim
+            {k: v for k, v in by_size.items() if v},
+            "share of the datastore",
+            metric,
+            f"{task}: τ={top.tau:g}",
+            log_x=True,
+            **scale,
         )
     return figures
