@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from flows.cli import app
-from npmcore.encoder import EncoderError, default_encoder_path, load_masked_lm, mlm_head, save_fp16
+from npmcore.encoder import EncoderError, base_encoder_path, default_encoder_path, load_masked_lm, mlm_head, save_fp16
 from npmcore.evaluation.masked import run_masked
 from npmcore.evaluation.tasks import DEFAULT_DATA_DIR, WIKITEXT_MASKED, load_task
 from npmcore.inference import NPM, label_token_ids
@@ -124,8 +124,8 @@ def with_head(news_store, tmp_path_factory) -> str:
 
 def test_an_encoder_without_a_trained_head_is_refused(news_store, with_head):
     npm = NPM(news_store.index)
-    with pytest.raises(EncoderError, match="no trained masked-LM head"):
-        MaskedLMHead(str(default_encoder_path()), npm.fingerprint)
+    with pytest.raises(EncoderError, match="no trained masked-LM head"):  # MiniLM-L6 as packaged
+        MaskedLMHead(str(base_encoder_path()), npm.fingerprint)
     MaskedLMHead(with_head, npm.fingerprint)  # the same encoder weights, with a saved head
 
 
@@ -214,8 +214,9 @@ def test_eval_runs_the_study_as_one_mlflow_run_with_table_and_plots(news_store, 
     }  # fmt: skip
     table = runner.invoke(app, ["compare", run.info.run_id, run.info.run_id, "--store", str(store)])
     assert table.exit_code == 0 and "perplexity.knn-lm" in table.output, table.output
+    packaged = str(base_encoder_path())  # MiniLM-L6 as published: no MLM head
     refused = runner.invoke(app, ["eval", "--task", "wikitext2", "--index", news_store.index, "--store", str(store),
-                                  "--system", "knn-lm", "--limit", "5"])  # fmt: skip
+                                  "--model", packaged, "--system", "knn-lm", "--limit", "5"])  # fmt: skip
     assert refused.exit_code == 2 and "no trained masked-LM head" in " ".join(refused.output.split())
     bad = runner.invoke(app, ["eval", "--task", "mr", "--index", news_store.index, "--system", "knn-lm", "--lam", "1"])
     assert bad.exit_code == 2 and "strictly between 0 and 1" in " ".join(bad.output.split())
