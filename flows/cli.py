@@ -228,8 +228,8 @@ def train_command(
     preset: Annotated[
         str,
         typer.Option(
-            help="cpu-small (a short run), cpu-mlm (the masked-LM stage), cpu-quality (the NPM stage "
-            "after cpu-mlm), gpu-mlm, gpu-npm (one GPU) or paper (32 GPUs)."
+            help="cpu-small (a short run), cpu-mlm (the masked-LM stage), cpu-quality (the shipped encoder's "
+            "recipe: NPM + 0.5 MLM), gpu-mlm, gpu-npm (one GPU) or paper (32 GPUs)."
         ),
     ] = "cpu-small",
     objective: Annotated[
@@ -247,7 +247,10 @@ def train_command(
         int | None, typer.Option(help="Linear warm-up steps (default: the preset's share of --steps).")
     ] = None,
     mlm_weight: Annotated[
-        float | None, typer.Option(help="NPM objectives: weight of an auxiliary MLM loss (default 0: none).")
+        float | None,
+        typer.Option(
+            help="NPM objectives: weight of an auxiliary MLM loss (default: the preset's; cpu-quality 0.5, else 0)."
+        ),
     ] = None,
     encoder: Annotated[
         str | None,

@@ -30,7 +30,9 @@ class TrainParams(BaseModel):
         "default: the preset's (npm).",
     )
     mlm_weight: float | None = Field(
-        None, ge=0, description="NPM objectives: weight of an auxiliary MLM loss (default: the preset's, 0)."
+        None,
+        ge=0,
+        description="NPM objectives: weight of an auxiliary MLM loss (default: the preset's; cpu-quality 0.5, else 0).",
     )
     encoder: str | None = Field(
         None,
