@@ -29,7 +29,7 @@ from flows.evaluate import EvalParams, evaluate  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
 
 LAMBDAS = [0.05, 0.1, 0.25, 0.5, 0.75, 0.9]
-TAUS = [0.5, 1.0, 2.0, 5.0, 10.0, 20.0]
+TAUS = [0.05, 0.1, 0.2, 0.5, 1.0, 2.0, 5.0, 20.0]
 
 
 def main() -> None:

@@ -16,6 +16,8 @@ DEFAULTS: dict[str, str] = {
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
     "HF_HUB_DISABLE_TELEMETRY": "1",
+    # transformers' "Loading weights" bar at every encoder load is noise in logs and in `query --json` output.
+    "HF_HUB_DISABLE_PROGRESS_BARS": "1",
     # Parallelism comes from Dask workers; Rust tokenizer threads would oversubscribe cores.
     "TOKENIZERS_PARALLELISM": "false",
 }
