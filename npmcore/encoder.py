@@ -157,7 +157,7 @@ def load_masked_lm(
     name_or_path: str | Path | None = None, require_head: bool = False
 ) -> tuple[PreTrainedTokenizerFast, PreTrainedModel]:
     """Tokenizer and the encoder with its masked-LM head (what training updates and saves).
-    An encoder published without one (the packaged MiniLM-L6, the shipped NPM encoder) gets a
+    An encoder published without one (the packaged MiniLM-L6, an NPM-only checkpoint) gets a
     freshly initialised head: transform, LayerNorm and a decoder tied to the input embeddings;
     with ``require_head`` (predicting tokens with the head) that is an :class:`EncoderError`."""
     tokenizer = load_tokenizer(name_or_path)
