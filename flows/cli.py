@@ -84,25 +84,16 @@ def counts_table(url: str, manifest: Manifest) -> Table:
 
 
 def rows_table(rows) -> Table:
-    table = Table(
-        "task", "system", "λ", "tau", "index", "corpus tokens", "n", "metric", "score", "perplexity", "notes",
-        title="zero-shot evaluation",
-    )  # fmt: skip
+    masked = any(r.lam is not None for r in rows)  # λ and perplexity columns only for masked-token systems
+    columns = ["task", "system", *(["λ"] if masked else []), "tau", "index", "corpus tokens", "n", "metric", "score"]
+    table = Table(*columns, *(["perplexity"] if masked else []), "notes", title="zero-shot evaluation")
     for r in rows:
         notes = " ".join(f"{k}={v}" for k, v in r.notes.items())
-        table.add_row(
-            r.task,
-            r.system if r.fraction == 1 else f"{r.system} ({r.fraction:g} of the datastore)",
-            "" if r.lam is None else f"{r.lam:g}",
-            f"{r.tau:g}",
-            r.factory,
-            f"{r.corpus_tokens:,}",
-            str(r.n),
-            r.metric,
-            f"{r.score:.4f}",
-            "" if r.perplexity is None else f"{r.perplexity:.2f}",
-            notes,
-        )
+        system = r.system if r.fraction == 1 else f"{r.system} ({r.fraction:g} of the datastore)"
+        lam = ["" if r.lam is None else f"{r.lam:g}"] if masked else []
+        perplexity = ["" if r.perplexity is None else f"{r.perplexity:.2f}"] if masked else []
+        cells = [f"{r.tau:g}", r.factory, f"{r.corpus_tokens:,}", str(r.n), r.metric, f"{r.score:.4f}"]
+        table.add_row(r.task, system, *lam, *cells, *perplexity, notes)
     return table
 
 
