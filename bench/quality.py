@@ -1,6 +1,7 @@
 """Quality of an encoder with NPM inference: the quick evaluation behind the quality targets.
 
 Usage: python bench/quality.py [--model PATH_OR_URI] [--store DIR] [--limit 100] [--split dev]
+                               [--exclude-query-words | --allow-query-words]
 
 Runs the ``evaluate`` flow (BM25-restricted NPM for open-set tasks, kNN over the
 reference index for closed-set ones) on MR, SST-2 and CR (accuracy, review reference
@@ -9,7 +10,8 @@ answer lengths, enwiki_sample wiki_00 + the facts' evidence sentences) and the c
 split ``bench/data/cloze-test.jsonl`` (exact match, the embedded default corpus), at most
 ``--limit`` seeded examples per task. Every run is logged to MLflow (experiment npm-eval in
 the store). The default model is the shipped encoder. Last line: one JSON object
-{"mr", "sst2", "cr", "trex", "google_re", "cloze"}.
+{"mr", "sst2", "cr", "trex", "google_re", "cloze"} and, for the open-set tasks, the share of answers
+that repeat a content word of the query ({"trex_query_copy_rate", …}).
 
 ``--split dev`` evaluates the tuning data instead: SST-2's dev file, the LAMA dev facts
 (one fifth of the facts, by uuid hash, never in the test split) and the cloze dev split;
@@ -42,22 +44,37 @@ def main() -> None:
     )
     parser.add_argument("--limit", type=int, default=100)
     parser.add_argument("--split", choices=sorted(TASKS), default="test", help="test (report) or dev (tune)")
+    parser.add_argument(
+        "--exclude-query-words",
+        action=argparse.BooleanOptionalAction,
+        default=EvalParams.model_fields["exclude_query_words"].default,
+        help="open-set answers never hold a content word of the query (default: the evaluate flow's)",
+    )
     args = parser.parse_args()
     cloze = ROOT / "bench" / "data" / f"cloze-{args.split}.jsonl"
     with tempfile.TemporaryDirectory() as tmp, prefect_api():
         store = args.store or tmp
         scores = {}
         params = EvalParams(
-            tasks=TASKS[args.split], store=store, model=args.model, data=str(cloze), limit=args.limit, split=args.split
+            tasks=TASKS[args.split],
+            store=store,
+            model=args.model,
+            data=str(cloze),
+            limit=args.limit,
+            split=args.split,
+            exclude_query_words=args.exclude_query_words,
         )
+        copies = {}
         for row in evaluate(params):
             scores[row.task] = round(row.score, 4)
+            if row.query_copy_rate is not None:
+                copies[f"{row.task}_query_copy_rate"] = round(row.query_copy_rate, 4)
             print(
                 f"{row.task}: {row.metric} {row.score:.4f} "
                 f"(n={row.n}, corpus {row.corpus_tokens:,} tokens, {row.notes})",
                 flush=True,
             )
-    print(json.dumps(scores))
+    print(json.dumps({**scores, **copies}))
 
 
 if __name__ == "__main__":

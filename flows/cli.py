@@ -30,6 +30,13 @@ DaskAddress = Annotated[
     ),
 ]
 Workers = Annotated[int | None, typer.Option("--workers", min=1, help="Local Dask workers (default: one per core).")]
+ExcludeQueryWords = Annotated[
+    bool,
+    typer.Option(
+        "--exclude-query-words/--allow-query-words",
+        help="NPM phrases: never answer with a content word of the query (e.g. its subject's name).",
+    ),
+]
 # Errors a user can fix: bad input (CorpusError, EncoderError and QueryError are ValueErrors), a missing file, a
 # broken snapshot, and an unreachable Dask scheduler or MLflow server. The last two are named, not imported: this
 # module loads neither Dask nor MLflow (nor torch), so `npmcore --help` answers in a second.
@@ -85,15 +92,18 @@ def counts_table(url: str, manifest: Manifest) -> Table:
 
 def rows_table(rows) -> Table:
     masked = any(r.lam is not None for r in rows)  # λ and perplexity columns only for masked-token systems
+    copies = any(r.query_copy_rate is not None for r in rows)  # open-set answers repeating a query word
     columns = ["task", "system", *(["λ"] if masked else []), "tau", "index", "corpus tokens", "n", "metric", "score"]
-    table = Table(*columns, *(["perplexity"] if masked else []), "notes", title="zero-shot evaluation")
+    extra = [*(["query copies"] if copies else []), *(["perplexity"] if masked else [])]
+    table = Table(*columns, *extra, "notes", title="zero-shot evaluation")
     for r in rows:
         notes = " ".join(f"{k}={v}" for k, v in r.notes.items())
         system = r.system if r.fraction == 1 else f"{r.system} ({r.fraction:g} of the datastore)"
         lam = ["" if r.lam is None else f"{r.lam:g}"] if masked else []
+        copy = ["" if r.query_copy_rate is None else f"{r.query_copy_rate:.2f}"] if copies else []
         perplexity = ["" if r.perplexity is None else f"{r.perplexity:.2f}"] if masked else []
         cells = [f"{r.tau:g}", r.factory, f"{r.corpus_tokens:,}", str(r.n), r.metric, f"{r.score:.4f}"]
-        table.add_row(r.task, system, *lam, *cells, *perplexity, notes)
+        table.add_row(r.task, system, *lam, *cells, *copy, *perplexity, notes)
     return table
 
 
@@ -522,6 +532,7 @@ def query_command(
             help="Answers start and end with a content word, no function word or punctuation (paper).",
         ),
     ] = True,
+    exclude_query_words: ExcludeQueryWords = False,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON: one list of answers per query.")] = False,
 ) -> None:
     """Fill the [MASK] of each query with phrases retrieved from the index, with their evidence."""
@@ -530,7 +541,14 @@ def query_command(
     from npmcore.inference import NPM, InferenceConfig
 
     config = InferenceConfig(
-        k=k, l_max=l_max, tau=tau, restrict=restrict, passages=passages, answers=answers, content_words=content_words
+        k=k,
+        l_max=l_max,
+        tau=tau,
+        restrict=restrict,
+        passages=passages,
+        answers=answers,
+        content_words=content_words,
+        exclude_query_words=exclude_query_words,
     )
     npm = NPM(absolute_store(index_url), encoder=model)
     results = (npm.predict_tokens if single else npm.predict)(queries, config)
@@ -614,6 +632,7 @@ def eval_command(
         bool,
         typer.Option("--content-words/--any-words", help="Open-set answers start and end with a content word (paper)."),
     ] = True,
+    exclude_query_words: ExcludeQueryWords = False,
     calibrate: Annotated[
         bool,
         typer.Option(
@@ -631,8 +650,9 @@ def eval_command(
         bool,
         typer.Option(
             "--json",
-            help="End with one JSON line per run: {task, system, tau, factory, n, metric, score}; masked-token "
-            "systems add lambda, fraction and perplexity.",
+            help="End with one JSON line per run: {task, system, tau, factory, n, metric, score, query_copy_rate} "
+            "(query_copy_rate: open-set answers repeating a query word; null for closed-set); masked-token systems "
+            "add lambda, fraction and perplexity.",
         ),
     ] = False,
     dask_address: DaskAddress = None,
@@ -664,6 +684,7 @@ def eval_command(
         **({"lambdas": lam} if lam else {}),
         fractions=fraction or [1.0],
         content_words=content_words,
+        exclude_query_words=exclude_query_words,
         calibrate=calibrate,
         wiki_files=wiki_files or [1],
         cluster=cluster_params(dask_address, workers),
@@ -681,6 +702,7 @@ def eval_command(
                 "n": r.n,
                 "metric": r.metric,
                 "score": r.score,
+                "query_copy_rate": r.query_copy_rate,
             }
             if r.lam is not None:
                 line.update(**{"lambda": r.lam, "fraction": r.fraction, "perplexity": r.perplexity})

@@ -86,6 +86,10 @@ class EvalParams(BaseModel):
         description="Open-set answers start and end with a content word (no function word or punctuation), as in "
         "the paper; false: any whole-word span.",
     )
+    exclude_query_words: bool = Field(
+        False,
+        description="NPM phrases (open-set): never answer with a content word of the query, e.g. its subject's name.",
+    )
     taus: list[float] | None = Field(
         None, description="Temperatures to sweep; empty = 5 for closed-set tasks, 1 for open-set."
     )
@@ -130,6 +134,7 @@ class EvalRow(BaseModel):
     metric: str
     score: float
     notes: dict[str, int]
+    query_copy_rate: float | None = None  # open-set: answers repeating a content word of the query
     lam: float | None = None  # masked-token systems: the weight of p_kNN (0: mlm, 1: knn)
     fraction: float = 1.0  # masked-token systems: the share of the datastore searched
     perplexity: float | None = None  # masked-token systems on open-set tasks
@@ -237,7 +242,12 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
                 for system, tau in runs_of(evaluated, params):
                     if index == exact and evaluated.kind == "open" and system != "npm-no-bm25":
                         continue  # BM25-restricted systems score exactly already: no FAISS search involved
-                    config = InferenceConfig(k=params.k, tau=tau, content_words=params.content_words)
+                    config = InferenceConfig(
+                        k=params.k,
+                        tau=tau,
+                        content_words=params.content_words,
+                        exclude_query_words=params.exclude_query_words,
+                    )
                     result = evaluate_run_task(evaluated, index, system, config, settings)
                     rows.append(
                         EvalRow(
@@ -250,6 +260,7 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
                             metric=result.metric,
                             score=result.score,
                             notes=result.notes,
+                            query_copy_rate=result.query_copy_rate,
                         )
                     )
             masked = [s for s in params.systems if s in MASKED_SYSTEMS]

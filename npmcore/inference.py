@@ -21,6 +21,7 @@ Answers carry :class:`~npmcore.evidence.Evidence` (global token ids); ``NPM.evid
 (an :class:`~npmcore.evidence.EvidenceReader`) reads the passages behind them.
 """
 
+import functools
 import logging
 import math
 from dataclasses import dataclass
@@ -41,10 +42,18 @@ from npmcore.encoder import (
 )
 from npmcore.evidence import Evidence, EvidenceReader
 from npmcore.faiss_index import read_index, reconstruct, search, set_search_params, to_gpu
-from npmcore.phrases import Corpus, candidate_spans, content_spans, label_scores, score_phrases, score_tokens
+from npmcore.phrases import (
+    Corpus,
+    candidate_spans,
+    content_spans,
+    label_scores,
+    repeating_spans,
+    score_phrases,
+    score_tokens,
+)
 from npmcore.snapshots import DatastoreRows, IndexSnapshot, open_corpus, open_index
 from npmcore.storage import SnapshotError, local_folder
-from npmcore.vocab import vocab_tables
+from npmcore.vocab import content_words_of, vocab_tables
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +74,8 @@ class InferenceConfig:
     passages: int = 3  # BM25 passages searched when restricted (paper: 3)
     search_params: str | None = None  # FAISS search parameters ("nprobe=64"); None = the index's default
     content_words: bool = True  # open-set answers start and end with a content word, no stopword or punctuation (paper)
+    # NPM phrases: no answer holds a content word of the query (its subject's name, say); NPM single ignores it
+    exclude_query_words: bool = False
     answers: int = 5  # answers returned per query
     evidence: int = 3  # evidence passages per answer
 
@@ -113,6 +124,9 @@ class NPM:
         self._bm25: bm25.BM25Searcher | None = None
         self.scale = 1.0 / math.sqrt(self.index.d)
         self._frame = special_frame(self.tokenizer)
+        self._word_text = functools.lru_cache(maxsize=1 << 16)(
+            lambda ids: self.tokenizer.decode(list(ids), skip_special_tokens=True)
+        )
 
     # --- queries ------------------------------------------------------------------------
 
@@ -145,8 +159,9 @@ class NPM:
         q = self.encode_queries(queries, 2) * self.scale  # (B, 2, d): sims are q·E(c)
         results = []
         if config.restrict:
-            for (q_start, q_end), (ids, vectors) in zip(q, self.restricted(queries, config.passages), strict=True):
-                spans = self._candidates(ids, ids, config)
+            restricted = self.restricted(queries, config.passages)
+            for query, (q_start, q_end), (ids, vectors) in zip(queries, q, restricted, strict=True):
+                spans = self._candidates(query, ids, ids, config)
                 row = np.searchsorted(ids, spans)  # (n, 2) rows of each span's first and last token; ids are sorted
                 phrases = score_phrases(
                     self.corpus,
@@ -159,8 +174,8 @@ class NPM:
                 results.append(self._answers(phrases, config))
             return results
         _, found = self.search(q.reshape(-1, q.shape[-1]), config)  # (2B, k)
-        for (q_start, q_end), (starts, ends) in zip(q, found.reshape(len(queries), 2, -1), strict=True):
-            spans = self._candidates(starts, ends, config)
+        for query, (q_start, q_end), (starts, ends) in zip(queries, q, found.reshape(len(queries), 2, -1), strict=True):
+            spans = self._candidates(query, starts, ends, config)
             first = reconstruct(self.index, spans[:, 0]) @ q_start if len(spans) else np.empty(0)
             last = reconstruct(self.index, spans[:, 1]) @ q_end if len(spans) else np.empty(0)
             results.append(
@@ -204,9 +219,14 @@ class NPM:
             results.append(answers)
         return results
 
-    def _candidates(self, starts: np.ndarray, ends: np.ndarray, config: InferenceConfig) -> np.ndarray:
+    def _candidates(self, query: str, starts: np.ndarray, ends: np.ndarray, config: InferenceConfig) -> np.ndarray:
         spans = candidate_spans(self.corpus, starts, ends, config.l_max)
-        return content_spans(self.corpus, spans) if config.content_words else spans
+        if config.content_words:
+            spans = content_spans(self.corpus, spans)
+        if config.exclude_query_words:
+            words = content_words_of(query.replace(MASK, " "))
+            spans = spans[~repeating_spans(self.corpus, spans, words, self._word_text)]
+        return spans
 
     # --- closed set ---------------------------------------------------------------------
 

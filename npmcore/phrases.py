@@ -18,11 +18,12 @@ Word starts use the tokenizer's vocabulary tables (:func:`npmcore.vocab.vocab_ta
 the same rule training uses to pick whole-word spans.
 """
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
-from npmcore.vocab import VocabTables
+from npmcore.vocab import VocabTables, content_words_of
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,38 @@ def content_spans(corpus: Corpus, spans: np.ndarray) -> np.ndarray:
     first_stop = stop[corpus.tokens[first]] & first_is_word
     last_stop = stop[corpus.tokens[last]] & corpus.starts_word(last)  # spans end at word ends
     return spans[~(first_stop | last_stop)]
+
+
+def repeating_spans(
+    corpus: Corpus, spans: np.ndarray, words: frozenset[str], word_text: Callable[[tuple[int, ...]], str]
+) -> np.ndarray:
+    """(n,) bool: the spans that hold a word whose content words (:func:`npmcore.vocab.content_words_of`)
+    meet ``words`` (a query's): answers that copy the query.
+
+    Args:
+        spans: (n, 2) whole-word spans (:func:`candidate_spans`), so every word inside one is whole.
+        words: the content words to avoid.
+        word_text: a word's token ids -> its text (the tokenizer's decoding; the caller may cache it).
+    """
+    if len(spans) == 0 or not words:
+        return np.zeros(len(spans), dtype=bool)
+    lengths = spans[:, 1] - spans[:, 0] + 1
+    offsets = np.arange(int(lengths.sum())) - np.repeat(lengths.cumsum() - lengths, lengths)
+    pos = np.unique(np.repeat(spans[:, 0], lengths) + offsets)  # every token inside a span, sorted
+    is_start = corpus.starts_word(pos) | (np.diff(pos, prepend=-2) != 1)  # a gap starts a word too
+    word = np.cumsum(is_start) - 1  # (len(pos),) the word of each position
+    bounds = [*np.flatnonzero(is_start).tolist(), len(pos)]
+    tokens = np.asarray(corpus.tokens[pos]).tolist()
+    known: dict[tuple[int, ...], bool] = {}
+    copies = np.zeros(len(bounds) - 1, dtype=bool)  # per word: it spells one of ``words``
+    for w, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
+        key = tuple(tokens[lo:hi])
+        if key not in known:
+            known[key] = not words.isdisjoint(content_words_of(word_text(key)))
+        copies[w] = known[key]
+    copied = np.r_[0, np.cumsum(copies[word])]  # (len(pos) + 1,) copied positions before each position
+    first, last = np.searchsorted(pos, spans[:, 0]), np.searchsorted(pos, spans[:, 1])
+    return copied[last + 1] > copied[first]
 
 
 def _spans_from(corpus: Corpus, anchors: np.ndarray, l_max: int, direction: int) -> np.ndarray:

@@ -13,6 +13,8 @@ function word. These tables answer both for any fast tokenizer, WordPiece and BP
 """
 
 import functools
+import re
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -36,6 +38,18 @@ be am is are was were been being have has had having do does did doing done will
 might must ought 's 're 've 'd 'll 'm
 """.split()
 )
+
+
+_WORD = re.compile(r"[^\W_]+")  # a run of letters and digits
+
+
+def content_words_of(text: str) -> frozenset[str]:
+    """The content words of a text as a set of keys: accents stripped and lower case (as an uncased
+    tokenizer normalises), runs of letters and digits, without :data:`FUNCTION_WORDS` and single
+    characters ("s" of "'s"). ``"Shlomo Shriki's birthplace"`` -> {"shlomo", "shriki", "birthplace"}.
+    Answers that repeat a query's content words are found by comparing these sets."""
+    stripped = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return frozenset(w for w in _WORD.findall(stripped.lower()) if len(w) > 1 and w not in FUNCTION_WORDS)
 
 
 @dataclass(frozen=True)

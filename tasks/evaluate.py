@@ -74,9 +74,10 @@ def evaluate_run_task(
             "encoder_fingerprint": npm.fingerprint, "index_encoder_fingerprint": snapshot.encoder_fingerprint,
             "corpus_tokens": snapshot.manifest.counts["tokens"], "k": config.k, "tau": config.tau,
             "restrict": system != "npm-no-bm25", "calibrate": settings.calibrate and evaluated.domain is not None,
-            "content_words": config.content_words,
+            "content_words": config.content_words, "exclude_query_words": config.exclude_query_words,
         })  # fmt: skip
-        mlflow.log_metrics({result.metric: result.score, "n": result.n, **result.notes})
+        copies = {} if result.query_copy_rate is None else {"query_copy_rate": result.query_copy_rate}
+        mlflow.log_metrics({result.metric: result.score, "n": result.n, **result.notes, **copies})
         mlflow.log_text("".join(json.dumps(r.__dict__) + "\n" for r in result.records), "predictions.jsonl")
         if evaluated.macro_key == "answer_length":
             by_length = accuracy_by_length(result, answer_lengths(evaluated, npm))

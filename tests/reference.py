@@ -6,7 +6,7 @@ from collections import defaultdict
 import numpy as np
 
 from npmcore.snapshots import read_blocks
-from npmcore.vocab import FUNCTION_WORDS
+from npmcore.vocab import FUNCTION_WORDS, content_words_of
 
 QUERIES = [  # real sentences of the shared news articles with one word masked
     "The Prime Minister, John [MASK], has revealed he will go to Indonesia for a summit meeting.",
@@ -28,9 +28,10 @@ def is_stopword(tokenizer, word: list[int]) -> bool:
     return text in FUNCTION_WORDS or not any(c.isalnum() for c in text)
 
 
-def brute_force(blocks, vectors, block_numbers, q_start, q_end, tables, k, l_max, tau, tokenizer):
+def brute_force(blocks, vectors, block_numbers, q_start, q_end, tables, k, l_max, tau, tokenizer, avoid=frozenset()):
     """Phrase -> normalised score, by enumerating spans around the exact top-k tokens of
-    ``block_numbers`` whose first and last words are content words."""
+    ``block_numbers`` whose first and last words are content words (and whose decoded text holds
+    none of the content words ``avoid``)."""
     where = [(b, p) for b in block_numbers for p in range(len(blocks[b]))]
     V = np.concatenate([vectors[b] for b in block_numbers]).astype(np.float64)
     d = V.shape[1]
@@ -69,6 +70,8 @@ def brute_force(blocks, vectors, block_numbers, q_start, q_end, tables, k, l_max
     scores = defaultdict(float)
     for b, first, last in positions:
         phrase = tuple(blocks[b][first : last + 1])
+        if not avoid.isdisjoint(content_words_of(tokenizer.decode(phrase))):
+            continue
         scores[phrase] += math.exp(s_sim[index_of[(b, first)]] / tau) + math.exp(e_sim[index_of[(b, last)]] / tau)
     total = sum(scores.values())
     return sorted(((p, s / total) for p, s in scores.items()), key=lambda item: -item[1])

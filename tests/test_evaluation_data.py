@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from npmcore.evaluation.metrics import accuracy, exact_match, length_bucket, macro_by_length, normalize_answer
+from npmcore.evaluation.metrics import (
+    accuracy,
+    exact_match,
+    length_bucket,
+    macro_by_length,
+    normalize_answer,
+    repeats_query,
+)
 from npmcore.evaluation.references import leakage, reference_documents, write_reference_corpus
 from npmcore.evaluation.tasks import CLOSED_TASKS, LAMA_TASKS, SENTIMENT_TASKS, TASKS, lama_split, load_task
 
@@ -47,6 +54,15 @@ def test_exact_match_any_alias_after_normalisation():
     assert not exact_match("New York", ["York"])
     with pytest.raises(ValueError, match="no gold answers"):
         exact_match("Paris", [])
+
+
+def test_an_answer_repeats_its_query_when_they_share_a_content_word():
+    assert repeats_query("Shriki", "Shlomo Shriki was born in [MASK].")
+    assert repeats_query("Bayern Munich", "FC Bayern Munich is named after [MASK].")
+    assert repeats_query("Aristotélēs's school", "Aristoteles taught at [MASK].")  # accents and case aside
+    assert not repeats_query("Jerusalem", "Shlomo Shriki was born in [MASK].")
+    assert not repeats_query("the city of", "The capital of [MASK] is Paris.")  # function words only
+    assert not repeats_query("Mask", "Dante was born in [MASK].")  # the mask is no word of the query
 
 
 def test_accuracy():

@@ -10,6 +10,7 @@ from reference import QUERIES
 from typer.testing import CliRunner
 
 from flows.cli import app
+from npmcore.evaluation.metrics import repeats_query
 from npmcore.evaluation.run import run_task
 from npmcore.evaluation.tasks import Example, Task, load_task
 from npmcore.inference import NPM, InferenceConfig, label_token_ids
@@ -47,10 +48,13 @@ def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path, prefect_server):
         "n": 4,
         "metric": "exact_match",
         "score": 0.5,
+        "query_copy_rate": result.query_copy_rate,
     }
+    assert result.query_copy_rate == sum(repeats_query(p, q) for p, q in zip(predicted, QUERIES)) / 4
     client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
     (run,) = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])
     assert run.data.metrics["exact_match"] == 0.5 and run.data.params["index"] == flat.url
+    assert run.data.metrics["query_copy_rate"] == result.query_copy_rate
     assert run.data.params["encoder_fingerprint"] == flat.manifest.config["encoder_fingerprint"]
     assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["predictions.jsonl"]
     single = runner.invoke(

@@ -4,6 +4,7 @@ import logging
 import math
 import shutil
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -13,12 +14,14 @@ from reference import QUERIES, assert_same_answers, brute_force, corpus_blocks, 
 
 from npmcore.datastore import build_datastore
 from npmcore.encoder import load_encoder
+from npmcore.evaluation.metrics import repeats_query
 from npmcore.evidence import Evidence
 from npmcore.indexer import IndexConfig, build_index
 from npmcore.inference import NPM, InferenceConfig, QueryError, label_token_ids
 from npmcore.ingest import IngestConfig, ingest
 from npmcore.snapshots import iter_shards
 from npmcore.storage import SnapshotError
+from npmcore.vocab import content_words_of
 
 
 @pytest.fixture(scope="module")
@@ -61,6 +64,23 @@ def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat
         )
         assert_same_answers(answers, reference)
         assert {e.block for a in answers for e in a.evidence} <= set(top)
+
+
+def test_answers_that_repeat_the_query_are_excluded_exactly_when_asked(flat, news_store, stored, tokenizer):
+    blocks = corpus_blocks(news_store.corpus)
+    config = InferenceConfig(restrict=True, passages=3, answers=30, exclude_query_words=True)
+    allowed = flat.predict(QUERIES, replace(config, exclude_query_words=False))
+    assert any(repeats_query(a.text, query) for query, found in zip(QUERIES, allowed) for a in found)
+    q = flat.encode_queries(QUERIES, 2)
+    for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
+        top = flat.bm25_blocks(query, 3)
+        everything = sum(len(blocks[b]) for b in top)
+        avoid = content_words_of(query.replace("[MASK]", " "))
+        reference = brute_force(
+            blocks, stored, top, q_start, q_end, flat.corpus.tables, everything, 10, 1.0, tokenizer, avoid
+        )
+        assert_same_answers(answers, reference, n=30)
+        assert answers and not any(repeats_query(a.text, query) for a in answers)
 
 
 def test_an_index_without_its_datastore_encodes_bm25_passages_again(tmp_path, news_lines, caplog):

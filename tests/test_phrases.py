@@ -3,7 +3,8 @@
 import numpy as np
 
 from npmcore.inference import NPM
-from npmcore.phrases import candidate_spans
+from npmcore.phrases import candidate_spans, repeating_spans
+from npmcore.vocab import content_words_of
 
 
 def test_spans_are_whole_words_inside_one_block(news_store):
@@ -22,3 +23,19 @@ def test_spans_are_whole_words_inside_one_block(news_store):
     # a word piece never starts a span, and the word it belongs to is a candidate only whole
     piece = next(i for i in range(1, len(pieces)) if pieces[i].startswith("##") and i not in corpus.offsets)
     assert all(first != piece for first, _ in candidate_spans(corpus, np.array([piece]), np.array([-1]), 10).tolist())
+
+
+def test_spans_repeating_words_equal_a_check_of_each_spans_decoded_text(news_store):
+    npm = NPM(news_store.index)
+    corpus, tokenizer = npm.corpus, npm.tokenizer
+    anchors = np.random.default_rng(1).choice(len(corpus.tokens), 400, replace=False)
+    spans = candidate_spans(corpus, anchors, anchors[::-1].copy(), l_max=10)
+    words = content_words_of(tokenizer.decode(corpus.block_tokens(int(corpus.block_of(anchors[:1])[0]))))
+    found = repeating_spans(corpus, spans, words, lambda ids: tokenizer.decode(list(ids)))
+    reference = [
+        not words.isdisjoint(content_words_of(tokenizer.decode(np.asarray(corpus.tokens[a : b + 1]).tolist())))
+        for a, b in spans.tolist()
+    ]
+    assert found.tolist() == reference
+    assert 0 < found.sum() < len(spans)
+    assert not repeating_spans(corpus, spans, frozenset(), tokenizer.decode).any()

@@ -1,10 +1,14 @@
-"""Evaluation metrics: SQuAD-normalised exact match, accuracy, LAMA macro average by length."""
+"""Evaluation metrics: SQuAD-normalised exact match, accuracy, LAMA macro average by length,
+and whether an answer copies its query."""
 
 import re
 import string
 from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
+
+from npmcore.evaluation.templates import MASK
+from npmcore.vocab import content_words_of
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans(string.punctuation, " " * len(string.punctuation))
@@ -26,6 +30,13 @@ def exact_match(prediction: str, answers: Sequence[str]) -> bool:
         raise ValueError(f"no gold answers to compare the prediction {prediction!r} with")
     predicted = normalize_answer(prediction)
     return any(predicted == normalize_answer(a) for a in answers)
+
+
+def repeats_query(prediction: str, query: str) -> bool:
+    """Whether ``prediction`` holds a content word of ``query`` (its mask aside): "Shriki" for
+    "Shlomo Shriki was born in [MASK]." (:func:`npmcore.vocab.content_words_of` says what a
+    content word is, for this metric and for the inference option that avoids such answers alike)."""
+    return not content_words_of(prediction).isdisjoint(content_words_of(query.replace(MASK, " ")))
 
 
 def _check_pairs(a: Sequence[Any], b: Sequence[Any], names: str) -> None:

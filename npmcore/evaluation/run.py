@@ -14,7 +14,7 @@ from typing import Literal
 
 import numpy as np
 
-from npmcore.evaluation.metrics import exact_match, length_bucket, macro_by_length
+from npmcore.evaluation.metrics import exact_match, length_bucket, macro_by_length, repeats_query
 from npmcore.evaluation.tasks import Task
 from npmcore.inference import NPM, InferenceConfig, Mode, label_token_ids
 
@@ -43,6 +43,8 @@ class Result:
     score: float  # in [0, 1]
     records: tuple[Record, ...]
     notes: dict[str, int]  # counts worth reporting: skipped examples, dropped label words, abstentions
+    # open-set: the share of answered examples whose answer repeats a content word of the query; None: closed-set
+    query_copy_rate: float | None = None
 
 
 def run_task(
@@ -75,7 +77,14 @@ def run_task(
         metric, score = "macro_exact_match", macro_by_length(correct, answer_lengths(task, npm))
     else:
         metric, score = ("accuracy" if task.kind == "closed" else "exact_match"), float(np.mean(correct))
-    return Result(task.name, system, len(records), metric, score, tuple(records), notes)
+    copy_rate = query_copy_rate(records) if task.kind == "open" else None
+    return Result(task.name, system, len(records), metric, score, tuple(records), notes, copy_rate)
+
+
+def query_copy_rate(records: list[Record]) -> float:
+    """The share of answered records whose prediction repeats a content word of the query (0 when none answered)."""
+    answered = [r for r in records if r.prediction]
+    return sum(repeats_query(r.prediction, r.query) for r in answered) / len(answered) if answered else 0.0
 
 
 def answer_lengths(task: Task, npm: NPM) -> list[int]:
