@@ -11,7 +11,12 @@ first and last key vectors are the targets of the [MASKs] and [MASKe] queries.
    as the paper counts them. The "{title}. " prefix of each block (``title_tokens``) is
    never masked and never a positive: document-grouped batches repeat the title in every
    sequence, which would make title n-grams trivial positives at the start of every other
-   sequence. It stays as context, and its keys stay negatives.
+   sequence. It stays as context, and its keys stay negatives. The body of a block repeats
+   its title too (an article names its subject all along): with ``title_ngrams=False`` an
+   n-gram of the block's own title is never masked in its body either, so the model is not
+   taught that a mask in a document about X is filled by X (which made a GPU-trained encoder
+   answer "Shlomo Shriki was born in [MASK]." with "Shriki"). Each span says whether it is
+   such a title n-gram (``span_title``), for the training statistics.
 2. Exact n-gram ids, vectorised over the (B, T) batch: every 1-gram is its token id; the
    id of the (n+1)-gram at s is the rank of the pair (id of the n-gram at s, token at
    s+n) among all such pairs (one stable argsort per n). The ids are collision-free,
@@ -22,8 +27,9 @@ first and last key vectors are the targets of the [MASKs] and [MASKe] queries.
 3. Sampling, per sequence, round robin over the batch (every draw from ``generator``):
    draw a length n ~ geometric(p) restricted to the lengths that still have candidates
    in the sequence, then take the next candidate of length n from a pre-shuffled queue,
-   skipping (forever) those that overlap or touch an already masked span or whose n-gram
-   was already masked more than ``max_ngram_masks`` times. Availability only shrinks, so
+   skipping (forever) those that overlap or touch an already masked span, whose n-gram
+   was already masked more than ``max_ngram_masks`` times, or (``title_ngrams=False``)
+   that are an n-gram of the sequence's title. Availability only shrinks, so
    the first usable candidate of a shuffled queue is a uniform draw among the usable
    ones. A sequence stops when ``ratio`` of its real tokens are masked (the last span may
    overshoot), after ``max_spans_per_seq`` spans, or when no candidate is left.
@@ -36,6 +42,7 @@ first and last key vectors are the targets of the [MASKs] and [MASKe] queries.
 """
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +63,8 @@ class MaskingConfig:
     # mask only spans whose first and last words are content words (not one token spelling a function word
     # or punctuation)
     content_words: bool = False
+    # mask n-grams of a block's own title where its body repeats them; False: never (its title prefix never is)
+    title_ngrams: bool = True
 
     def __post_init__(self):
         if not 0 < self.ratio <= 1:
@@ -83,6 +92,7 @@ class MaskedBatch:
     pos_seq: Tensor  # (P,) long: sequence j != span_seq of an occurrence of the same n-gram
     pos_start: Tensor  # (P,) long: where that occurrence starts in input_ids[j] (start positive)
     pos_end: Tensor  # (P,) long: where it ends, inclusive (end positive)
+    span_title: Tensor  # (S,) bool: the span is an n-gram of its sequence's title (for statistics)
 
 
 def mask_spans(
@@ -109,6 +119,7 @@ def mask_spans(
     """
     ids, lengths, content, limit = _prepare(sequences, tokenizer, title_tokens)
     tables = vocab_tables(tokenizer)
+    titles = _title_ngrams(ids, lengths, content, tables.special, config.max_span)
     start = tables.word_start[ids]  # (B, T)
     start[:, 0] = True
     start[:, 1:] |= tables.boundary[ids[:, :-1]]
@@ -120,7 +131,7 @@ def mask_spans(
     occ_at, occ_len, occ_group, occ_whole, group_lo = _shared_ngrams(ids, content, start, end, config.max_span)
     occ_seq, occ_start = np.divmod(occ_at, ids.shape[1])
     w = occ_whole
-    chosen = _sample_spans(
+    chosen, span_title = _sample_spans(
         occ_seq[w],
         occ_start[w],
         occ_len[w],
@@ -130,8 +141,9 @@ def mask_spans(
         limit,
         config,
         generator,
+        lambda b, s, n: tuple(ids[b, s : s + n].tolist()) in titles[b],
     )
-    return _assemble(ids, lengths, chosen, occ_seq, occ_start, group_lo, 2, tokenizer)
+    return _assemble(ids, lengths, chosen, span_title, occ_seq, occ_start, group_lo, 2, tokenizer)
 
 
 def mask_tokens(
@@ -152,6 +164,7 @@ def mask_tokens(
     if not 0 < ratio <= 1:
         raise ValueError(f"ratio must be in (0, 1], got {ratio}")
     ids, lengths, content, _ = _prepare(sequences, tokenizer, title_tokens)
+    titles = _title_ngrams(ids, lengths, content, vocab_tables(tokenizer).special, 1)
     occ_at, _, occ_group, _, group_lo = _shared_ngrams(ids, content, content, content, 1)
     occ_seq, occ_start = np.divmod(occ_at, ids.shape[1])
     # a uniform draw of need[b] candidates per sequence: the smallest random keys
@@ -162,7 +175,8 @@ def mask_tokens(
     take = order[rank < _budget(ratio, content)[seq]]
     take = take[np.argsort(occ_at[take])]  # by (seq, start)
     chosen = (occ_seq[take], occ_start[take], np.ones(len(take), dtype=np.int64), occ_group[take])
-    return _assemble(ids, lengths, chosen, occ_seq, occ_start, group_lo, 1, tokenizer)
+    span_title = np.array([(int(ids[b, s]),) in titles[b] for b, s in zip(*chosen[:2])], dtype=bool)
+    return _assemble(ids, lengths, chosen, span_title, occ_seq, occ_start, group_lo, 1, tokenizer)
 
 
 def _prepare(
@@ -208,6 +222,22 @@ def _budget(ratio: float, content: np.ndarray) -> np.ndarray:
     """(B,) tokens to mask per sequence: the least count >= ratio * real tokens."""
     # round first: 0.15 * 200 is 30.000000000000004, which must give 30, not 31
     return np.ceil(np.round(ratio * content.sum(1), 6)).astype(np.int64)
+
+
+def _title_ngrams(
+    ids: np.ndarray, lengths: np.ndarray, content: np.ndarray, special: np.ndarray, max_span: int
+) -> list[frozenset[tuple[int, ...]]]:
+    """Per sequence, the n-grams (n <= max_span) of its title prefix: the real, non-special tokens
+    before its content (:func:`_prepare`)."""
+    real = np.arange(ids.shape[1]) < lengths[:, None]
+    prefix = real & ~special[ids] & ~content  # (B, T)
+    out = []
+    for row, keep in zip(ids.tolist(), prefix):
+        title = [t for t, k in zip(row, keep.tolist()) if k]
+        out.append(
+            frozenset(tuple(title[i : i + n]) for n in range(1, max_span + 1) for i in range(len(title) - n + 1))
+        )
+    return out
 
 
 def _shared_ngrams(
@@ -280,8 +310,10 @@ def _sample_spans(
     limit: int,
     config: MaskingConfig,
     generator: torch.Generator,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Spans (seq, start, len, group) sorted by (seq, start), drawn as in step 3 of the module docstring."""
+    is_title: Callable[[int, int, int], bool],
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """Spans (seq, start, len, group) sorted by (seq, start), drawn as in step 3 of the module
+    docstring, and whether each is a title n-gram (``is_title(seq, start, len)``)."""
     B, M = len(need), config.max_span
     keys = torch.rand(len(occ_seq), generator=generator, dtype=torch.float64).numpy()
     order = np.lexsort((keys, occ_len, occ_seq))  # one shuffled queue per (sequence, length)
@@ -315,12 +347,15 @@ def _sample_spans(
                 # bits s .. s + n + 1: tokens s - 1 .. s + n, the span and one token either side
                 if times_masked[g] > config.max_ngram_masks or occupied[b] & (((1 << (n + 2)) - 1) << s):
                     continue
+                title = is_title(b, s, n)
+                if title and not config.title_ngrams:
+                    continue
                 times_masked[g] += 1
                 occupied[b] |= ((1 << n) - 1) << (s + 1)
                 masked[b] += n
                 n_spans[b] += 1
                 width[b] += 2 - n
-                chosen.append((b, s, n, g))
+                chosen.append((b, s, n, g, title))
                 return
             open_lengths[b].remove(k)
 
@@ -331,14 +366,15 @@ def _sample_spans(
         active = [
             b for b in active if masked[b] < need[b] and n_spans[b] < config.max_spans_per_seq and open_lengths[b]
         ]
-    span_seq, span_start, span_len, span_group = np.array(sorted(chosen), dtype=np.int64).reshape(-1, 4).T.copy()
-    return span_seq, span_start, span_len, span_group
+    span_seq, span_start, span_len, span_group, title = np.array(sorted(chosen), dtype=np.int64).reshape(-1, 5).T.copy()
+    return (span_seq, span_start, span_len, span_group), title.astype(bool)
 
 
 def _assemble(
     ids: np.ndarray,
     lengths: np.ndarray,
     chosen: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    span_title: np.ndarray,
     occ_seq: np.ndarray,
     occ_start: np.ndarray,
     group_lo: np.ndarray,
@@ -386,6 +422,7 @@ def _assemble(
         pos_seq=torch.from_numpy(occ_seq[occ]),
         pos_start=torch.from_numpy(pos_start),
         pos_end=torch.from_numpy(pos_start + span_len[pos_span] - 1),
+        span_title=torch.from_numpy(span_title),
     )
 
 

@@ -178,6 +178,8 @@ class StepStats:
     end_acc: float | None = None
     spans_per_seq: float | None = None
     masked_fraction: float | None = None
+    title_spans: float | None = None  # NPM: share of masked spans that are n-grams of their block's own title
+    title_positives: float | None = None  # and share of the positives that belong to such spans
     mlm_acc: float | None = None  # MLM: top-1 accuracy of the masked-token predictions
 
 
@@ -464,14 +466,19 @@ def encoded_tokens(batch: StepBatch) -> int:
 
 
 def batch_stats(batch: StepBatch) -> dict[str, float]:
-    """NPM masking statistics of a batch: spans per sequence and the fraction of real tokens masked."""
+    """NPM masking statistics of a batch: spans per sequence, the fraction of real tokens masked,
+    and the shares of spans and of positives that are title n-grams found in a block's body
+    (the subject-copy shortcut; 0 when the masking leaves them out)."""
     if batch.npm is None:
         return {}
-    B = batch.npm.input_ids.shape[0]
-    real = int(batch.npm.attention_mask.sum())
+    npm = batch.npm
+    B, S = npm.input_ids.shape[0], npm.span_seq.numel()
+    real = int(npm.attention_mask.sum())
     return {
-        "spans_per_seq": batch.npm.span_seq.numel() / B,
-        "masked_fraction": float(batch.npm.span_len.sum()) / max(1, real),
+        "spans_per_seq": S / B,
+        "masked_fraction": float(npm.span_len.sum()) / max(1, real),
+        "title_spans": float(npm.span_title.sum()) / max(1, S),
+        "title_positives": float(npm.span_title[npm.pos_span].sum()) / max(1, npm.pos_span.numel()),
     }
 
 

@@ -25,6 +25,7 @@ import torch
 from npmcore.blocks import split_document
 from npmcore.corpus import Document, iter_wiki_pages, read_lines, wiki_documents
 from npmcore.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens
+from npmcore.train import StepBatch, batch_stats
 from npmcore.vocab import FUNCTION_WORDS, vocab_tables
 
 MAX_TOKENS = 256
@@ -108,6 +109,12 @@ def _whole_word_ngrams(
     return occ
 
 
+def _title_ngrams(seq: list[int], tables, title: int, max_span: int) -> set[tuple[int, ...]]:
+    """The n-grams of a sequence's "{title}. " prefix (its first ``title`` non-special tokens)."""
+    prefix = [x for x in seq if not tables.special[x]][:title]
+    return {tuple(prefix[i : i + n]) for n in range(1, max_span + 1) for i in range(len(prefix) - n + 1)}
+
+
 def _need(ratio: float, seq: list[int], tables, title: int = 0) -> int:
     return math.ceil(Fraction(str(ratio)) * sum(_content(seq, tables, title)))
 
@@ -161,6 +168,9 @@ def check_spans(
     spans, positives = _spans(mb), _positives(mb)
     times = Counter(tuple(batch[b][s : s + n]) for b, s, n in spans)
     assert max(times.values(), default=0) <= config.max_ngram_masks + 1
+    title_grams = [_title_ngrams(seq, tables, titles[b], config.max_span) for b, seq in enumerate(batch)]
+    assert mb.span_title.tolist() == [tuple(batch[b][s : s + n]) in title_grams[b] for b, s, n in spans]
+    assert config.title_ngrams or not mb.span_title.any()
     by_seq = defaultdict(list)
     for i, (b, s, n) in enumerate(spans):
         gram = tuple(batch[b][s : s + n])
@@ -180,6 +190,7 @@ def check_spans(
             blocked = {t for s, n in mine for t in range(s - 1, s + n + 1)}
             for gram, where in occ.items():
                 usable = (config.p < 1 or len(gram) == 1) and times[gram] <= config.max_ngram_masks
+                usable &= config.title_ngrams or gram not in title_grams[b]
                 if usable and any(j != b for j, _ in every[gram]):
                     for j, s in where:
                         assert j != b or blocked & set(range(s, s + len(gram))), (b, s, gram)
@@ -200,6 +211,8 @@ def check_tokens(
             if content:
                 where[x].append((b, t))
     positives = _positives(mb)
+    titled = [_title_ngrams(seq, tables, titles[b], 1) for b, seq in enumerate(batch)]
+    assert mb.span_title.tolist() == [(batch[b][s],) in titled[b] for b, s, _ in _spans(mb)]
     for i, (b, s, _) in enumerate(_spans(mb)):
         expected = {(j, t, t) for j, t in where[batch[b][s]] if j != b}
         assert expected and positives[i] == expected
@@ -301,6 +314,24 @@ def test_titles_are_never_masked_nor_positives(wiki_batches, tokenizer):
             assert (untitled.span_start < first_text[untitled.span_seq]).any()  # without titles, titles are masked
         mb = mask_tokens(batch, tokenizer, 0.15, torch.Generator().manual_seed(i), titles)
         check_tokens(mb, batch, tokenizer, 0.15, titles)
+
+
+def test_title_ngrams_in_the_body_are_masked_only_when_allowed(wiki_batches, tokenizer):
+    allowed, shares = 0, []
+    for i, (batch, titles) in enumerate(wiki_batches):
+        for title_ngrams in (True, False):
+            config = MaskingConfig(content_words=True, title_ngrams=title_ngrams)
+            mb = mask_spans(batch, tokenizer, config, torch.Generator().manual_seed(i), titles)
+            check_spans(mb, batch, tokenizer, config, titles)  # span_title against the reference; none when not allowed
+            stats = batch_stats(StepBatch(mb, None))
+            assert stats["title_spans"] == pytest.approx(float(mb.span_title.float().mean()))
+            assert stats["title_positives"] == pytest.approx(float(mb.span_title[mb.pos_span].float().mean()))
+            if title_ngrams:
+                allowed += int(mb.span_title.sum())
+                shares.append(stats["title_spans"])
+            else:
+                assert stats["title_spans"] == stats["title_positives"] == 0
+    assert allowed > 0 and max(shares) < 0.5  # the article's body names its subject; most spans are other words
 
 
 def test_positives_include_occurrences_inside_words(tokenizer):
