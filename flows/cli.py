@@ -34,7 +34,8 @@ ExcludeQueryWords = Annotated[
     bool,
     typer.Option(
         "--exclude-query-words/--allow-query-words",
-        help="NPM phrases: never answer with a content word of the query (e.g. its subject's name).",
+        help="NPM phrases: never answer with a content word of the query (e.g. its subject's name); on the dev "
+        "data this ties or wins for every encoder measured.",
     ),
 ]
 # Errors a user can fix: bad input (CorpusError, EncoderError and QueryError are ValueErrors), a missing file, a
@@ -347,6 +348,21 @@ def export_command(
         print(export_fp16(path, out, part_bytes))
 
 
+@app.command(name="interpolate")
+@command
+def interpolate_command(
+    first: Annotated[str, typer.Argument(help="Encoder folder A (with a trained MLM head).")],
+    second: Annotated[str, typer.Argument(help="Encoder folder B: A's lineage (same architecture and tokenizer).")],
+    weight: Annotated[float, typer.Option(help="Share of B: the result is (1 - weight) * A + weight * B.")],
+    out: Annotated[Path, typer.Option(help="Encoder folder to write.")],
+) -> None:
+    """Mix the weights of two encoders of one lineage (fp16, MLM head included): e.g. the shipped
+    encoder and a longer-trained continuation of it."""
+    from npmcore.encoder import interpolate
+
+    print(interpolate(absolute_store(first), absolute_store(second), weight, out))
+
+
 def run_folder(path: str) -> bool:
     """Whether ``path`` is a training run folder (it holds checkpoints) rather than an encoder folder."""
     import fsspec
@@ -532,7 +548,7 @@ def query_command(
             help="Answers start and end with a content word, no function word or punctuation (paper).",
         ),
     ] = True,
-    exclude_query_words: ExcludeQueryWords = False,
+    exclude_query_words: ExcludeQueryWords = True,
     json_out: Annotated[bool, typer.Option("--json", help="Print JSON: one list of answers per query.")] = False,
 ) -> None:
     """Fill the [MASK] of each query with phrases retrieved from the index, with their evidence."""
@@ -632,7 +648,7 @@ def eval_command(
         bool,
         typer.Option("--content-words/--any-words", help="Open-set answers start and end with a content word (paper)."),
     ] = True,
-    exclude_query_words: ExcludeQueryWords = False,
+    exclude_query_words: ExcludeQueryWords = True,
     calibrate: Annotated[
         bool,
         typer.Option(

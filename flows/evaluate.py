@@ -87,7 +87,7 @@ class EvalParams(BaseModel):
         "the paper; false: any whole-word span.",
     )
     exclude_query_words: bool = Field(
-        False,
+        True,
         description="NPM phrases (open-set): never answer with a content word of the query, e.g. its subject's name.",
     )
     taus: list[float] | None = Field(

@@ -41,11 +41,21 @@ def stored(news_store) -> list[np.ndarray]:
 
 def test_flat_pipeline_equals_brute_force(flat, news_store, stored, tokenizer):
     blocks = corpus_blocks(news_store.corpus)
-    config = InferenceConfig(k=200, l_max=10, tau=1.0, restrict=False, answers=5)
+    config = InferenceConfig(k=200, l_max=10, tau=1.0, restrict=False, answers=5)  # query words excluded
     q = flat.encode_queries(QUERIES, 2)
-    for answers, (q_start, q_end) in zip(flat.predict(QUERIES, config), q, strict=True):
+    for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
         reference = brute_force(
-            blocks, stored, range(len(blocks)), q_start, q_end, flat.corpus.tables, 200, 10, 1.0, tokenizer
+            blocks,
+            stored,
+            range(len(blocks)),
+            q_start,
+            q_end,
+            flat.corpus.tables,
+            200,
+            10,
+            1.0,
+            tokenizer,
+            words(query),
         )
         assert_same_answers(answers, reference)
 
@@ -60,27 +70,31 @@ def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat
         vectors = {b: stored[b] for b in top}  # the datastore's vectors, not the index's PQ codes
         everything = sum(len(blocks[b]) for b in top)
         reference = brute_force(
-            blocks, vectors, top, q_start, q_end, flat.corpus.tables, everything, 10, 2.0, tokenizer
+            blocks, vectors, top, q_start, q_end, flat.corpus.tables, everything, 10, 2.0, tokenizer, words(query)
         )
         assert_same_answers(answers, reference)
         assert {e.block for a in answers for e in a.evidence} <= set(top)
 
 
-def test_answers_that_repeat_the_query_are_excluded_exactly_when_asked(flat, news_store, stored, tokenizer):
+def words(query: str) -> frozenset[str]:
+    return content_words_of(query.replace("[MASK]", " "))
+
+
+def test_answers_repeat_the_query_only_when_allowed(flat, news_store, stored, tokenizer):
     blocks = corpus_blocks(news_store.corpus)
-    config = InferenceConfig(restrict=True, passages=3, answers=30, exclude_query_words=True)
-    allowed = flat.predict(QUERIES, replace(config, exclude_query_words=False))
-    assert any(repeats_query(a.text, query) for query, found in zip(QUERIES, allowed) for a in found)
+    config = InferenceConfig(restrict=True, passages=3, answers=30, exclude_query_words=False)
     q = flat.encode_queries(QUERIES, 2)
-    for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
+    allowed = flat.predict(QUERIES, config)
+    for query, answers, (q_start, q_end) in zip(QUERIES, allowed, q, strict=True):
         top = flat.bm25_blocks(query, 3)
         everything = sum(len(blocks[b]) for b in top)
-        avoid = content_words_of(query.replace("[MASK]", " "))
-        reference = brute_force(
-            blocks, stored, top, q_start, q_end, flat.corpus.tables, everything, 10, 1.0, tokenizer, avoid
-        )
+        reference = brute_force(blocks, stored, top, q_start, q_end, flat.corpus.tables, everything, 10, 1.0, tokenizer)
         assert_same_answers(answers, reference, n=30)
-        assert answers and not any(repeats_query(a.text, query) for a in answers)
+    assert any(repeats_query(a.text, query) for query, found in zip(QUERIES, allowed) for a in found)
+    excluded = flat.predict(QUERIES, replace(config, exclude_query_words=True))
+    assert all(
+        found and not any(repeats_query(a.text, query) for a in found) for query, found in zip(QUERIES, excluded)
+    )
 
 
 def test_an_index_without_its_datastore_encodes_bm25_passages_again(tmp_path, news_lines, caplog):
