@@ -240,6 +240,25 @@ def export_fp16(source: str, out: str | Path, part_bytes: int | None = None) -> 
     return save_fp16(model, local_model_dir(source), out, part_bytes)
 
 
+def interpolate(source_a: str, source_b: str, weight: float, out: str | Path) -> Path:
+    """The encoder ``(1 - weight) * A + weight * B``, parameter by parameter, MLM head included,
+    as one fp16 folder with A's tokenizer files. A and B must be one lineage: the same architecture
+    and tokenizer, both with a trained MLM head (e.g. an encoder and its continued training)."""
+    if not 0 <= weight <= 1:
+        raise EncoderError(f"the interpolation weight of {source_b} must lie in [0, 1], got {weight}")
+    (tokenizer_a, a), (tokenizer_b, b) = (load_masked_lm(s, require_head=True) for s in (source_a, source_b))
+    if tokenizer_fingerprint(tokenizer_a) != tokenizer_fingerprint(tokenizer_b):
+        raise EncoderError(f"{source_a} and {source_b} have different tokenizers: their weights cannot be mixed")
+    state_a, state_b = a.state_dict(), b.state_dict()
+    shapes = {k: tuple(v.shape) for k, v in state_a.items()}
+    if shapes != {k: tuple(v.shape) for k, v in state_b.items()}:
+        raise EncoderError(f"{source_a} and {source_b} are different architectures: their weights cannot be mixed")
+    a.load_state_dict(
+        {k: torch.lerp(v, state_b[k], weight) if v.is_floating_point() else v for k, v in state_a.items()}
+    )
+    return save_fp16(a, local_model_dir(source_a), out)
+
+
 def tokenizer_fingerprint(tokenizer: PreTrainedTokenizerFast) -> str:
     """Digest of the tokenizer's definition: same fingerprint, same token ids.
 

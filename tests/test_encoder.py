@@ -4,6 +4,8 @@ The RoBERTa encoder is built here from scratch (byte-level BPE trained on the em
 news corpus, randomly initialised weights), so nothing is ever downloaded.
 """
 
+from pathlib import Path
+
 import pytest
 import torch
 from transformers import (
@@ -14,6 +16,7 @@ from npmcore.blocks import encoder_input, split_document
 from npmcore.corpus import Document
 from npmcore.encoder import (
     EncoderError,
+    base_encoder_path,
     default_encoder_path,
     load_encoder,
     load_tokenizer,
@@ -180,3 +183,30 @@ def test_fingerprint_ignores_truncation(which, roberta_dir):
         tokenizer.backend_tokenizer.no_truncation()
         tokenizer.backend_tokenizer.no_padding()
     assert tokenizer_fingerprint(tokenizer) == before
+
+
+def test_interpolation_mixes_every_parameter_of_two_encoders_of_one_lineage(tmp_path):
+    from safetensors.torch import load_file
+
+    from npmcore.encoder import interpolate, load_masked_lm, save_fp16
+
+    shipped = str(default_encoder_path())
+    _, model = load_masked_lm(shipped, require_head=True)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(torch.randn_like(p) * 0.01)
+    other = save_fp16(model, shipped, tmp_path / "other")
+    a, b = load_file(Path(shipped) / "model.safetensors"), load_file(other / "model.safetensors")
+    for weight in (0.0, 0.25, 1.0):
+        mixed = load_file(interpolate(shipped, str(other), weight, tmp_path / f"mix{weight}") / "model.safetensors")
+        assert mixed.keys() == a.keys()
+        for key, value in mixed.items():
+            expected = ((1 - weight) * a[key].float() + weight * b[key].float()).half()
+            torch.testing.assert_close(value, expected, rtol=0, atol=1e-3, msg=key)
+    assert load_tokenizer(str(tmp_path / "mix0.25")).get_vocab() == load_tokenizer(shipped).get_vocab()
+    with pytest.raises(EncoderError, match=r"must lie in \[0, 1\]"):
+        interpolate(shipped, str(other), 1.5, tmp_path / "bad")
+    with pytest.raises(EncoderError, match="no trained masked-LM head"):
+        interpolate(shipped, str(base_encoder_path()), 0.5, tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
