@@ -235,14 +235,14 @@ def test_npmcore_export_and_register_read_what_the_campaign_returns(campaign, tm
 
 def test_the_plan_times_steps_after_the_first_ones_and_fits_the_minutes_left():
     campaign = load_campaign()
-    warm = [2.0 * (i + 1) for i in range(campaign.PROBE_WARM)]  # slow first steps: kernel selection
+    warm = [2.0 * (i + 1) for i in range(campaign.PROBE_WARM["cuda"])]  # slow first steps: kernel selection
     ends = warm + [warm[-1] + 0.5 * (i + 1) for i in range(campaign.PROBE_TIMED)]
-    plan = campaign.make_plan(ends, checkpoint_s=1.0, export_s=2.0, left_s=300.0)
+    plan = campaign.make_plan(ends, len(warm), checkpoint_s=1.0, export_s=2.0, left_s=300.0)
     assert plan["step_s"] == 0.5 and plan["timed_step_s"] == [0.5] * campaign.PROBE_TIMED
     assert plan["setup_s"] == ends[0] and plan["finish_s"] >= 2 * (0.5 + 1.0 + 2.0)  # twice the probe's end
     fits = (300.0 - plan["setup_s"] - plan["finish_s"]) * (1 - campaign.SLACK) - campaign.ROOM_S
     assert plan["steps"] * 0.5 <= fits < (plan["steps"] + 1) * 0.5
-    assert campaign.make_plan(ends, checkpoint_s=1.0, export_s=2.0, left_s=10.0)["steps"] == 0  # no time: refused
+    assert campaign.make_plan(ends, len(warm), checkpoint_s=1.0, export_s=2.0, left_s=10.0)["steps"] == 0  # refused
 
 
 def test_the_campaign_refuses_an_encoder_that_is_not_there_and_a_folder_that_would_not_come_back(tmp_path, capsys):

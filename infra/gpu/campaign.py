@@ -6,11 +6,11 @@ root). Single GPU, or ``torchrun --nproc-per-node N infra/gpu/campaign.py …`` 
 
     python infra/gpu/campaign.py --bundle gpu-data/enwiki.bundle.parquet --minutes 9 --out "$OUT"
 
-1. **Probe**: a throwaway run trains ``PROBE_WARM + PROBE_TIMED`` steps; only the last
-   ``PROBE_TIMED`` are timed (the first steps pay for kernel selection and for growing the
-   memory pool: on an H200 a first probe timed 1.35 s a step against 0.51 s later). Its final
-   checkpoint and its export are timed too, and the export is checked against what a lent
-   machine returns before any real training.
+1. **Probe**: a throwaway run trains a few steps; only the last ``PROBE_TIMED`` are timed (on a
+   GPU the first steps pay for kernel selection and for growing the memory pool: on an H200 a
+   first probe timed 1.35 s a step against 0.51 s later). Its final checkpoint and its export
+   are timed too, and the export is checked against what a lent machine returns, before any
+   real training.
 2. **Plan**: the steps that fit in what is left of ``--minutes`` at the timed pace, after the
    run's start-up and its end (the step under way, checkpoint and export, each twice its timed
    length), less room for steps slower than timed (``SLACK``, ``ROOM_S``); the preset's warm-up
@@ -61,7 +61,10 @@ from npmcore.train import PRESETS, StepStats, TrainConfig, configure, train  # n
 
 MAX_FILES = 8  # what a lent machine returns: at most 8 files of at most 16 MiB
 PART_BYTES = 15 << 20
-PROBE_WARM, PROBE_TIMED = 4, 4  # probe steps: untimed (kernel selection, memory pool), then timed
+# Untimed probe steps: on a GPU the first ones select kernels and grow the memory pool (an H200 probe timed
+# 1.35 s a step against 0.51 s later); on a CPU only the first one is slow (loading). Then the timed ones.
+PROBE_WARM = {"cuda": 4, "cpu": 1}
+PROBE_TIMED = 4
 # Room the plan leaves for steps slower than timed (a busy host, an epoch's start): this share of the
 # training time and these seconds. A run that still reaches the deadline stops there, checkpointed.
 SLACK, ROOM_S = 0.03, 5.0
@@ -119,9 +122,10 @@ def campaign(args: dict, end: float, out: Path) -> None:
     work = agreed(new_work_dir() if leader else None)
     log.info("working in %s", work)
 
+    warm = PROBE_WARM["cuda" if torch.cuda.is_available() else "cpu"]
     ends: list[float] = []
     started = time.monotonic()
-    _, model = train(schedule(PROBE_WARM + PROBE_TIMED), str(work / "probe"), lambda s: ends.append(now()))
+    _, model = train(schedule(warm + PROBE_TIMED), str(work / "probe"), lambda s: ends.append(now()))
     plan = None
     if leader:
         checkpoint_s = now() - ends[-1]
@@ -131,7 +135,7 @@ def campaign(args: dict, end: float, out: Path) -> None:
         check_returnable(work / "probe-out")
         for scratch in ("probe", "probe-encoder", "probe-out"):
             shutil.rmtree(work / scratch)
-        plan = make_plan([t - started for t in ends], checkpoint_s, export_s, end - now())
+        plan = make_plan([t - started for t in ends], warm, checkpoint_s, export_s, end - now())
         log.info("plan: %s", json.dumps({k: round(v, 3) if isinstance(v, float) else v for k, v in plan.items()}))
     del model
     plan = agreed(plan)
@@ -168,11 +172,12 @@ def campaign(args: dict, end: float, out: Path) -> None:
         )
 
 
-def make_plan(ends: list[float], checkpoint_s: float, export_s: float, left_s: float) -> dict:
+def make_plan(ends: list[float], warm: int, checkpoint_s: float, export_s: float, left_s: float) -> dict:
     """The schedule that fits, from the probe: ``ends``, seconds from its start to the end of each
-    step; ``checkpoint_s`` and ``export_s``, how long its end took; ``left_s``, the seconds the
-    command has left. The pace is the median of the steps after ``PROBE_WARM``."""
-    timed = [b - a for a, b in zip(ends[PROBE_WARM - 1 :], ends[PROBE_WARM:], strict=False)]
+    step; ``warm``, how many of its first steps are not timed; ``checkpoint_s`` and ``export_s``, how
+    long its end took; ``left_s``, the seconds the command has left. The pace is the median of the
+    timed steps."""
+    timed = [b - a for a, b in zip(ends[warm - 1 :], ends[warm:], strict=False)]
     step_s = statistics.median(timed)
     setup_s = ends[0]  # loading, the first batches and the first step: the run starts the same way
     # after the deadline: the step under way, the checkpoint and the export (each up to twice as long as timed)
