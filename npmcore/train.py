@@ -39,7 +39,7 @@ from collections.abc import Callable, Iterator
 from contextlib import closing
 from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 import fsspec
 import torch
@@ -379,10 +379,11 @@ def masked_batches(config: TrainConfig, tokenizer: PreTrainedTokenizerFast, star
         step += 1
 
 
+Item = TypeVar("Item")
 PREFETCH = 4  # masked micro-batches kept ready: enough to hide an epoch's start (reading and shuffling the corpus)
 
 
-def in_background(items: Iterator, depth: int) -> Iterator:
+def in_background(items: Iterator[Item], depth: int) -> Iterator[Item]:
     """``items``, computed up to ``depth`` ahead on a background thread, in the same order; an
     exception raised there is raised here. Closing the generator stops the thread.
 

@@ -245,16 +245,23 @@ def test_the_plan_times_steps_after_the_first_ones_and_fits_the_minutes_left():
     assert campaign.make_plan(ends, len(warm), checkpoint_s=1.0, export_s=2.0, left_s=10.0)["steps"] == 0  # refused
 
 
-def test_the_campaign_refuses_an_encoder_that_is_not_there_and_a_folder_that_would_not_come_back(tmp_path, capsys):
+def test_the_campaign_refuses_a_missing_encoder_a_used_out_and_a_folder_that_would_not_come_back(tmp_path, capsys):
     campaign = load_campaign()
     gone = tmp_path / "npm-campaign" / "1" / "encoder"
     with pytest.raises(SystemExit):
         campaign.main(["--bundle", "b", "--minutes", "1", "--out", str(tmp_path / "out"), "--encoder", str(gone)])
     assert "no such folder" in capsys.readouterr().err
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "old.json").write_text("{}")
+    with pytest.raises(SystemExit):
+        campaign.main(["--bundle", "b", "--minutes", "1", "--out", str(tmp_path / "out")])
+    assert "is not empty: what is there would come back too" in capsys.readouterr().err
+    crowded = tmp_path / "crowded"
+    crowded.mkdir()
     for i in range(campaign.MAX_FILES + 1):
-        (tmp_path / f"file-{i}").write_text("x")
+        (crowded / f"file-{i}").write_text("x")
     with pytest.raises(SystemExit, match="9 files"):
-        campaign.check_returnable(tmp_path)
+        campaign.check_returnable(crowded)
 
 
 @pytest.mark.slow

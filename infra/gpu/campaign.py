@@ -46,6 +46,7 @@ import sys  # noqa: E402
 import tempfile  # noqa: E402
 from dataclasses import asdict  # noqa: E402
 from pathlib import Path  # noqa: E402
+from typing import TypeVar  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # the project is not installed on a lent machine
 
@@ -72,6 +73,7 @@ EXIT_S = 3.0  # after the returned files are written: logging and the process's 
 # Dense bf16 tensor-core peaks (NVIDIA data sheets), by device name: MFU's denominator.
 PEAK_FLOPS = {"H200": 989e12, "H100 80GB HBM3": 989e12, "H100 PCIe": 756e12, "A100": 312e12}
 log = logging.getLogger("campaign")
+Value = TypeVar("Value")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -98,6 +100,8 @@ def main(argv: list[str] | None = None) -> None:
         )
     end = T0 + args.pop("minutes") * 60
     out = Path(args.pop("out"))
+    if out.exists() and any(out.iterdir()):
+        parser.error(f"--out {out} is not empty: what is there would come back too (at most {MAX_FILES} files)")
     distributed = "WORLD_SIZE" in os.environ
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s rank {os.environ.get('RANK', '0')} %(message)s")
     if torch.cuda.is_available():
@@ -199,7 +203,7 @@ def now() -> float:
     return time.monotonic()
 
 
-def agreed(value):
+def agreed(value: Value) -> Value:
     """Rank 0's ``value`` on every rank (a plan made on one clock)."""
     if not dist.is_initialized():
         return value
@@ -246,6 +250,7 @@ def summarize(config: TrainConfig, history: list[StepStats], plan: dict, seconds
         "config": asdict(config),
         "metrics": metrics,
         "device": device,
+        "torch": torch.__version__,
         "plan": plan,
         "encoder_on_machine": str(encoder),
         "curve": [asdict(s) for s in history if s.step % every == 0 or s is history[-1]],
