@@ -552,6 +552,8 @@ class ModelSize:
 
 
 def model_size(model: PreTrainedModel) -> ModelSize:
+    """The encoder with its MLM head's sizes, from its linear layers and its config."""
+
     def linear(module: torch.nn.Module) -> int:
         return sum(m.weight.numel() for m in module.modules() if isinstance(m, torch.nn.Linear))
 

