@@ -11,8 +11,10 @@ touches ``transformers``.
 
 import functools
 import hashlib
+import io
 import json
 import logging
+import tarfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -58,7 +60,8 @@ def load_tokenizer(name_or_path: str | Path | None = None) -> PreTrainedTokenize
 def local_model_dir(source: str) -> str:
     """A model folder on this machine: ``source`` itself (a path or a cached name), for a remote
     encoder snapshot (``s3://…/encoder/<digest>``) its verified local copy, and for a folder
-    whose weights were split into parts (:func:`split_file`) a copy with them joined."""
+    whose weights were split into parts (:func:`split_file`) or that holds a packed encoder
+    (:func:`pack_folder`) a copy with them joined (unpacked)."""
     from npmcore.storage import local_folder
 
     local = (
@@ -92,16 +95,28 @@ def split_file(path: Path, part_bytes: int) -> list[Path]:
     return parts
 
 
+def pack_folder(folder: Path, out: Path, part_bytes: int) -> list[Path]:
+    """``folder``'s files as one uncompressed tar archive ``{out}/{folder name}.tar``, cut into parts
+    (:func:`split_file`): a few files whatever the folder holds (a lent GPU machine returns at most
+    8). ``out`` then loads like ``folder`` (:func:`local_model_dir` joins and unpacks it)."""
+    archive = out / f"{folder.name}.tar"
+    with tarfile.open(archive, "w") as tar:
+        for path in sorted(folder.iterdir()):
+            tar.add(path, arcname=path.name)
+    return split_file(archive, part_bytes)
+
+
 def join_parts(folder: Path) -> Path:
-    """A copy of ``folder`` with every split file joined and checked against its sha256, made once
-    in the cache (``{cache}/joined/<sha256 of the first joined file>``); other files copied."""
+    """A copy of ``folder`` with every split file joined and checked against its sha256 (a joined
+    ``.tar``, from :func:`pack_folder`, unpacked), made once in the cache (``{cache}/joined/<sha256
+    of the first joined file>``); other files copied."""
     import shutil
 
     from npmcore.storage import cache_dir
 
     indexes = [json.loads(p.read_text()) for p in sorted(folder.glob(f"*{PARTS}"))]
     target = cache_dir() / "joined" / indexes[0]["sha256"][:16]
-    if (target / indexes[0]["file"]).exists():
+    if target.is_dir():  # renamed into place whole
         return target
     partial = target.with_name(f".tmp-{target.name}")
     shutil.rmtree(partial, ignore_errors=True)
@@ -114,7 +129,11 @@ def join_parts(folder: Path) -> Path:
         data = b"".join((folder / name).read_bytes() for name in index["parts"])
         if len(data) != index["bytes"] or hashlib.sha256(data).hexdigest() != index["sha256"]:
             raise EncoderError(f"{folder}: the parts of {index['file']} do not join into the file they were cut from")
-        (partial / index["file"]).write_bytes(data)
+        if index["file"].endswith(".tar"):
+            with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+                tar.extractall(partial, filter="data")  # "data": no links or paths out of the folder
+        else:
+            (partial / index["file"]).write_bytes(data)
     shutil.rmtree(target, ignore_errors=True)
     partial.rename(target)
     return target

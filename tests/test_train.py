@@ -1,9 +1,12 @@
 """Training: DDP equals one process on the same global batch (every objective); exact resume;
-presets and overrides; bad input."""
+background masking equals inline masking; model FLOPs of a step; presets and overrides; bad input."""
 
 import subprocess
 import sys
-from dataclasses import replace
+import threading
+from contextlib import closing
+from dataclasses import asdict, fields, replace
+from itertools import count, islice
 
 import pytest
 import torch
@@ -12,21 +15,28 @@ import torch.multiprocessing as mp
 from conftest import free_port
 from typer.testing import CliRunner
 
+import npmcore.train
 from flows.cli import app
 from npmcore.batching import iter_batches
-from npmcore.encoder import load_encoder, load_masked_lm, load_tokenizer
+from npmcore.encoder import load_encoder, load_masked_lm, load_tokenizer, mlm_head
 from npmcore.ingest import IngestConfig, ingest
 from npmcore.masking import MaskingConfig
 from npmcore.storage import SnapshotError, list_snapshots
 from npmcore.train import (
     CHECKPOINTS,
+    PREFETCH,
     PRESETS,
     TrainConfig,
     average_gradients,
     batch_loss,
     configure,
+    in_background,
     main,
     mask_batch,
+    masked_batches,
+    micro_batches,
+    model_size,
+    step_flops,
     train,
     training_model,
 )
@@ -126,6 +136,83 @@ def test_interrupted_and_resumed_training_equals_uninterrupted(tmp_path, config,
     _, untouched = load_encoder(config.encoder)
     trained = straight.base_model.state_dict()["embeddings.word_embeddings.weight"]
     assert not torch.equal(trained, untouched.state_dict()["embeddings.word_embeddings.weight"])
+
+
+def assert_same_batches(got, expected) -> None:
+    assert len(got) == len(expected)
+    for i, (a, b) in enumerate(zip(got, expected, strict=True)):
+        for part in ("npm", "mlm"):
+            x, y = getattr(a, part), getattr(b, part)
+            assert (x is None) == (y is None), (i, part)
+            for f in fields(x) if x is not None else ():
+                assert torch.equal(getattr(x, f.name), getattr(y, f.name)), (i, part, f.name)
+
+
+def test_background_masking_gives_the_inline_batches_and_losses(tmp_path, config, monkeypatch):
+    config = replace(config, steps=2, grad_accum=2, mlm_weight=0.5, checkpoint_every=2)
+    tokenizer = load_tokenizer(config.encoder)
+    inline = micro_batches(config, 1)  # what the loop masked inline, from a resumed step on
+    expected = [mask_batch(next(inline), tokenizer, config, step, micro) for step in (1, 2, 3) for micro in (0, 1)]
+    with closing(in_background(masked_batches(config, tokenizer, 1), PREFETCH)) as background:
+        assert_same_batches(list(islice(background, 6)), expected)
+
+    def run(name: str) -> tuple[list, dict]:
+        history = []
+        _, model = train(config, str(tmp_path / name), on_step=history.append)  # the encoder's dropout: 0.1
+        measured = [{k: v for k, v in asdict(s).items() if not k.endswith("_per_s")} for s in history]  # not timings
+        return measured, model.state_dict()
+
+    background_losses, background_weights = run("background")
+    monkeypatch.setattr(npmcore.train, "in_background", lambda items, depth: items)  # masked in the loop
+    inline_losses, inline_weights = run("inline")
+    assert background_losses == inline_losses and len(inline_losses) == 2
+    for name, tensor in inline_weights.items():
+        assert torch.equal(background_weights[name], tensor), name
+
+
+def test_in_background_keeps_the_order_raises_the_workers_error_and_stops():
+    def numbers():
+        yield from range(5)
+        raise ValueError("no more numbers")
+
+    items = in_background(numbers(), 2)
+    assert [next(items) for _ in range(5)] == list(range(5))
+    with pytest.raises(ValueError, match="no more numbers"):
+        next(items)
+    endless = in_background(count(), 2)
+    assert next(endless) == 0
+    endless.close()  # the worker, blocked on a full queue, stops
+    assert not any(thread.name == "in-background" for thread in threading.enumerate())
+
+
+def test_step_flops_counts_the_matrix_multiplications_of_a_step(config):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import BertConfig, BertForMaskedLM
+
+    config = replace(config, mlm_weight=0.5)
+    batch = global_batch(config)
+    vocab = load_tokenizer(config.encoder).vocab_size  # a small BERT: the counts' formulas hold for any width
+    model = BertForMaskedLM(
+        BertConfig(vocab_size=vocab, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
+    )
+    size, d = model_size(model), model.config.hidden_size
+    # forward and backward of each part on real tokens only; attention on the kernel made of matmuls the
+    # counter sees (it does not count the fused CPU kernel)
+    with FlopCounterMode(display=False) as counter, sdpa_kernel(SDPBackend.MATH):
+        for ids, mask in [
+            (batch.npm.input_ids, batch.npm.attention_mask),
+            (batch.npm.masked_input_ids, batch.npm.masked_attention_mask),
+            (batch.mlm.input_ids, batch.mlm.attention_mask),
+        ]:
+            for row, real in zip(ids, mask.bool(), strict=True):  # embedded outside: no dense embedding gradient
+                embedded = model.base_model.embeddings.word_embeddings(row[real][None]).detach().requires_grad_()
+                model.base_model(inputs_embeds=embedded).last_hidden_state.sum().backward()
+        keys = torch.randn(int(batch.npm.attention_mask.sum()), d, requires_grad=True)
+        queries = torch.randn(2 * batch.npm.span_seq.numel(), d, requires_grad=True)  # [MASKs] and [MASKe]
+        (queries @ keys.T).sum().backward()
+        mlm_head(model)(torch.randn(batch.mlm.positions.numel(), d, requires_grad=True)).sum().backward()
+    assert step_flops(batch, size, "npm") == counter.get_total_flops() > 0
 
 
 def test_corrupted_checkpoint_and_changed_config_are_refused(tmp_path, config):
