@@ -38,10 +38,15 @@ ExcludeQueryWords = Annotated[
         "data this ties or wins for every encoder measured.",
     ),
 ]
+Lang = Annotated[str, typer.Option(help="WARC files: keep the articles in this language (ISO 639-1 code).")]
+Strict = Annotated[
+    bool, typer.Option("--strict", help="WARC files: stop at a bad record instead of counting and skipping it.")
+]
 # Errors a user can fix: bad input (CorpusError, EncoderError and QueryError are ValueErrors), a missing file, a
 # broken snapshot, and an unreachable Dask scheduler or MLflow server. The last two are named, not imported: this
 # module loads neither Dask nor MLflow (nor torch), so `npmcore --help` answers in a second.
 USER_ERRORS = (ValueError, FileNotFoundError, SnapshotError)
+WARC_DROPS = ("duplicate_urls", "duplicate_texts", "near_duplicates", "other_language", "bad_records")
 SERVICE_ERRORS = {"npmcore.cluster": "ClusterError", "npmcore.tracking": "TrackingError"}
 
 
@@ -138,10 +143,12 @@ def ingest_command(
         float, typer.Option(min=0.01, help="MiB of an uncompressed line-based file per Dask partition.")
     ] = 8,
     pages_per_partition: Annotated[int, typer.Option(min=1, help="Dump pages per Dask partition.")] = 200,
+    lang: Lang = "en",
+    strict: Strict = False,
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
-    """Ingest Wikipedia dumps, WikiExtractor output or news into a verified corpus snapshot."""
+    """Ingest Wikipedia dumps, WikiExtractor output, news or CC-News WARC files into a verified corpus snapshot."""
     from flows.ingest import ingest_corpus
 
     if fmt != "auto" and fmt not in FORMATS:
@@ -154,6 +161,8 @@ def ingest_command(
         max_tokens=max_tokens,
         partition_mb=partition_mb,
         pages_per_partition=pages_per_partition,
+        lang=lang,
+        strict=strict,
         cluster=cluster_params(dask_address, workers),
     )
     url = ingest_corpus(params, progress=sys.stderr.isatty())
@@ -486,8 +495,11 @@ def index_command(
 @app.command(name="backfill")
 @command
 def backfill_command(
-    dump: Annotated[str, typer.Argument(help="The new pages-articles dump (path or URL).")],
-    date: Annotated[str, typer.Option(help="Date of the dump, YYYY-MM-DD.")],
+    dump: Annotated[
+        list[str],
+        typer.Argument(help="The new pages-articles dump, or a month of CC-News WARC files (paths, URLs or globs)."),
+    ],
+    date: Annotated[str, typer.Option(help="Date of the dump, YYYY-MM-DD; a month of WARC files: YYYY-MM.")],
     store: Store = "npm-store",
     model: Annotated[
         str | None,
@@ -497,10 +509,13 @@ def backfill_command(
         str | None,
         typer.Option(help="Index of the previous dump (default: the newest in the store with this encoder)."),
     ] = None,
+    lang: Lang = "en",
+    strict: Strict = False,
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
-    """Ingest a new dump and index it incrementally: only new or changed blocks are embedded (flow backfill_dump)."""
+    """Ingest a new dump, or add a month of CC-News WARC files to the corpus, and index it incrementally: only
+    new or changed blocks are embedded (flow backfill_dump)."""
     from flows.backfill import BackfillParams, backfill_dump
     from flows.prefect_api import prefect_api
 
@@ -510,11 +525,16 @@ def backfill_command(
         store=store,
         model=model,
         previous=previous and absolute_store(previous),
+        lang=lang,
+        strict=strict,
         cluster=cluster_params(dask_address, workers),
     )
     with prefect_api():
         result = backfill_dump(params)
     console.print(f"corpus: [bold]{result.corpus}[/]\nprevious index: {result.previous or 'none (full build)'}")
+    if "articles" in result.counts:
+        dropped = ", ".join(f"{result.counts[k]:,} {k.replace('_', ' ')}" for k in WARC_DROPS)
+        console.print(f"articles added: {result.counts['articles']:,} ({dropped} dropped)")
     console.print(
         f"blocks: {result.blocks:,}, vectors reused: {result.reused_blocks:,}, "
         f"embedded: {result.blocks - result.reused_blocks:,}"
