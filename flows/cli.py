@@ -46,7 +46,18 @@ Strict = Annotated[
 # broken snapshot, and an unreachable Dask scheduler or MLflow server. The last two are named, not imported: this
 # module loads neither Dask nor MLflow (nor torch), so `npmcore --help` answers in a second.
 USER_ERRORS = (ValueError, FileNotFoundError, SnapshotError)
-WARC_DROPS = ("duplicate_urls", "duplicate_texts", "near_duplicates", "other_language", "bad_records")
+# The counts of an ingest of WARC files (npmcore.ingest.deduplicate), in the order a page goes through them
+CRAWL_COUNTS = {
+    "records": "records",
+    "pages": "HTML pages (HTTP 200)",
+    "bad_records": "bad records (skipped)",
+    "no_article": "pages without article text",
+    "other_language": "articles in another language",
+    "duplicate_urls": "same URL as an article kept",
+    "duplicate_texts": "same text",
+    "near_duplicates": "near-duplicate text",
+    "articles": "articles kept",
+}
 SERVICE_ERRORS = {"npmcore.cluster": "ClusterError", "npmcore.tracking": "TrackingError"}
 
 
@@ -89,10 +100,21 @@ def cluster_params(dask_address: str | None, workers: int | None) -> ClusterPara
 
 
 def counts_table(url: str, manifest: Manifest) -> Table:
+    counts = {k: v for k, v in manifest.counts.items() if k not in CRAWL_COUNTS}
     table = Table(title=f"{manifest.kind} snapshot {manifest.id}", caption=url)
-    for key in manifest.counts:
+    for key in counts:
         table.add_column(key, justify="right")
-    table.add_row(*(f"{v:,}" for v in manifest.counts.values()))
+    table.add_row(*(f"{v:,}" for v in counts.values()))
+    return table
+
+
+def crawl_table(counts: dict[str, int]) -> Table:
+    """What the WARC files of an ingest held, from records to the articles kept."""
+    table = Table(title="WARC files: from records to articles")
+    table.add_column("")
+    table.add_column("", justify="right")
+    for key, what in CRAWL_COUNTS.items():
+        table.add_row(what, f"{counts[key]:,}", style="bold" if key == "articles" else None)
     return table
 
 
@@ -166,7 +188,10 @@ def ingest_command(
         cluster=cluster_params(dask_address, workers),
     )
     url = ingest_corpus(params, progress=sys.stderr.isatty())
-    console.print(counts_table(url, open_snapshot(url, verify=False)))
+    manifest = open_snapshot(url, verify=False)
+    console.print(counts_table(url, manifest))
+    if "articles" in manifest.counts:
+        console.print(crawl_table(manifest.counts))
     print(url)
 
 
@@ -533,8 +558,7 @@ def backfill_command(
         result = backfill_dump(params)
     console.print(f"corpus: [bold]{result.corpus}[/]\nprevious index: {result.previous or 'none (full build)'}")
     if "articles" in result.counts:
-        dropped = ", ".join(f"{result.counts[k]:,} {k.replace('_', ' ')}" for k in WARC_DROPS)
-        console.print(f"articles added: {result.counts['articles']:,} ({dropped} dropped)")
+        console.print(crawl_table(result.counts))
     console.print(
         f"blocks: {result.blocks:,}, vectors reused: {result.reused_blocks:,}, "
         f"embedded: {result.blocks - result.reused_blocks:,}"

@@ -30,7 +30,7 @@ import fsspec
 import py3langid
 import trafilatura
 from warcio.archiveiterator import ArchiveIterator
-from warcio.exceptions import ArchiveLoadFailed
+from warcio.limitreader import LimitReader
 from warcio.recordloader import ArcWarcRecord
 
 from npmcore.corpus import CorpusError, Document
@@ -117,10 +117,12 @@ def _date(value: str | None) -> datetime:
 
 
 def _status(record: ArcWarcRecord) -> int:
-    headers = record.http_headers
-    code = headers.get_statuscode() if headers is not None else ""
+    statusline = record.http_headers.statusline if record.http_headers is not None else None
+    if not statusline:
+        raise BadRecord("it has no HTTP status line")
+    code = statusline.split(" ", 1)[0]
     if not code.isdigit() or len(code) != 3:
-        raise BadRecord(f"its HTTP status line {getattr(headers, 'statusline', None)!r} does not parse")
+        raise BadRecord(f"its HTTP status line {statusline!r} does not parse")
     return int(code)
 
 
@@ -133,7 +135,9 @@ def _html(record: ArcWarcRecord, content_type: str) -> str:
     """The decoded HTML of a page (its HTTP charset, else trafilatura's detection)."""
     try:
         body = record.content_stream().read()
-    except (zlib.error, OSError, ValueError) as e:  # content or transfer encoding that does not decode
+    except OSError:  # reading the file failed: not the record's fault
+        raise
+    except Exception as e:  # a content or transfer encoding that does not decode (zlib, brotli, chunks)
         raise BadRecord(f"its body does not decode ({type(e).__name__}: {e})") from e
     if b"\x00" in body[:4096]:
         raise BadRecord("its payload is declared HTML but is binary")
@@ -167,6 +171,9 @@ def _page(record: ArcWarcRecord, offset: int) -> Page | None:
 
 def _drain(record: ArcWarcRecord, url: str, offset: int) -> None:
     """Read what is left of a record and check that it was all there."""
+    declared = record.rec_headers.get_header("length" if record.format == "arc" else "Content-Length") or ""
+    if not declared.strip().isdigit() or not isinstance(record.raw_stream, LimitReader):
+        raise CorpusError(f"{url}: record at byte {offset}: its header has no valid length ({declared!r})")
     while record.raw_stream.read(1 << 16):
         pass
     if record.raw_stream.limit:
@@ -176,33 +183,66 @@ def _drain(record: ArcWarcRecord, url: str, offset: int) -> None:
         )
 
 
+def _check_end(f, url: str, last: int, end: int) -> None:
+    """The file must end with its last record (at byte ``last``; warcio read up to ``end``). A file
+    cut inside a gzip member's trailer, or inside the header of the record after, reads without an
+    error from warcio."""
+    f.seek(last)
+    tail = f.read()
+    if tail.startswith(b"\x1f\x8b"):
+        member = zlib.decompressobj(wbits=31)
+        member.decompress(tail)
+        if member.eof and not member.unused_data:
+            return
+        cut = last if not member.eof else last + len(tail) - len(member.unused_data)
+    elif not tail[end - last :].strip():
+        return
+    else:
+        cut = end
+    raise CorpusError(f"{url}: record at byte {cut} is truncated (the file ends inside it)")
+
+
 def iter_records(url: str, strict: bool) -> Iterator[Page | BadRecord | None]:
     """One item per record of a WARC or ARC file (``.gz`` or not), in order, streamed: its
     :class:`Page`, None for a record that is not a page, or a :class:`BadRecord` (with
     ``strict``, a bad record raises a :class:`CorpusError` instead)."""
     with fsspec.open(url, "rb") as f:  # raw bytes: warcio decompresses gzip members itself
         stream = ArchiveIterator(f)
-        try:
-            for record in stream:
-                offset = stream.offset
-                try:
-                    page = _page(record, offset)
-                except BadRecord as e:
-                    if strict:
-                        raise CorpusError(f"{url}: record at byte {offset}: {e}") from None
-                    log.warning("%s: record at byte %d skipped: %s", url, offset, e)
-                    page = e
-                _drain(record, url, offset)
-                if stream.err_count:
-                    raise CorpusError(f"{url}: record at byte {offset}: its Content-Length does not match its block")
-                yield page
-        except ArchiveLoadFailed as e:
-            reason = " ".join(str(e).split())
-            if "non-chunked gzip" in reason:
-                reason = "not one gzip member per record (`warcio recompress` rewrites it so)"
-            raise CorpusError(f"{url}: record at byte {stream.offset}: not a WARC or ARC record ({reason})") from e
-        except (EOFError, OSError, zlib.error) as e:
-            raise CorpusError(f"{url}: record at byte {stream.offset}: truncated or corrupt compressed stream") from e
+        records = iter(stream)
+        offset = count = 0
+        while (record := _next(records, stream, url, offset)) is not None:
+            offset = stream.offset
+            count += 1
+            try:
+                page = _page(record, offset)
+            except BadRecord as e:
+                if strict:
+                    raise CorpusError(f"{url}: record at byte {offset}: {e}") from None
+                log.warning("%s: record at byte %d skipped: %s", url, offset, e)
+                page = e
+            _drain(record, url, offset)
+            yield page
+        if not count:
+            raise CorpusError(f"{url}: no WARC or ARC record in it")
+        _check_end(f, url, offset, stream.offset)
+
+
+def _next(records: Iterator[ArcWarcRecord], stream: ArchiveIterator, url: str, offset: int) -> ArcWarcRecord | None:
+    """The next record (None at the end), or a :class:`CorpusError` naming where the file broke."""
+    try:
+        record = next(records, None)
+    except OSError:  # reading the file failed (a transient error on a remote store, say): not the file's fault
+        raise
+    except Exception as e:  # warcio's own errors, and what a header it cannot parse makes it raise
+        reason = " ".join(str(e).split()) or type(e).__name__
+        if "non-chunked gzip" in reason:
+            raise CorpusError(
+                f"{url}: not one gzip member per record as a .warc.gz must be (`warcio recompress IN OUT` fixes it)"
+            ) from e
+        raise CorpusError(f"{url}: record at byte {stream.offset}: not a readable WARC or ARC record ({reason})") from e
+    if stream.err_count:  # counted while the blank lines after the previous record were read
+        raise CorpusError(f"{url}: record at byte {offset}: its Content-Length does not match its block")
+    return record
 
 
 def read_articles(url: str, source: str, lang: str, strict: bool) -> tuple[list[Article], WarcCounts]:
