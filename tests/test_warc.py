@@ -10,7 +10,9 @@ from io import BytesIO
 from pathlib import Path
 
 import pytest
+from conftest import PYWB
 from news_warc import SITES, bulgarian_articles, lee_articles, render
+from reference import jaccard
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
@@ -18,7 +20,6 @@ from npmcore.corpus import CorpusError, detect_format
 from npmcore.dedup import THRESHOLD, ArticleKey, Deduplicator, shingles, signature, text_hash
 from npmcore.warc import WarcCounts, check_language, iter_records, read_articles
 
-PYWB = Path(__file__).parent / "data" / "pywb"
 EXAMPLE_TEXT = (
     "This domain is established to be used for illustrative examples in documents. "
     "You may use this domain in examples without prior coordination or asking for permission."
@@ -182,10 +183,6 @@ def test_language_filter_and_charsets(tmp_path):
     assert " ".join(bg.text.split()).endswith(" ".join(bulgarian.split()))
     with pytest.raises(CorpusError, match="unknown language 'english'"):
         check_language("english")
-
-
-def jaccard(a: set, b: set) -> float:
-    return len(a & b) / len(a | b)
 
 
 def test_near_duplicates_are_those_of_brute_force_jaccard(news_lines):
