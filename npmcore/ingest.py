@@ -288,7 +288,7 @@ def previous_rows(part: Partition) -> dict[str, list[dict]]:
     return rows
 
 
-def write_shard(part: Partition, staging: str, config: "IngestConfig") -> IngestedShard:
+def write_shard(part: Partition, staging: str, config: IngestConfig) -> IngestedShard:
     """Read, clean, split and tokenize one partition; write its Parquet shard (runs on a worker)."""
     if part.format == "warc":
         return write_warc_shard(part, staging, config)
@@ -316,7 +316,7 @@ def write_shard(part: Partition, staging: str, config: "IngestConfig") -> Ingest
     return IngestedShard(part.index, path, entry, docs, empty, len(rows["block_id"]), tokens, reused)
 
 
-def write_warc_shard(part: Partition, staging: str, config: "IngestConfig") -> IngestedShard:
+def write_warc_shard(part: Partition, staging: str, config: IngestConfig) -> IngestedShard:
     """The articles of one WARC file in ``config.lang``, split and tokenized into a shard with their
     URL, date and MinHash signature; duplicates are still in it (see :func:`deduplicate`)."""
     tokenizer = load_tokenizer(config.encoder)

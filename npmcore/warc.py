@@ -210,16 +210,21 @@ def iter_records(url: str, strict: bool) -> Iterator[Page | BadRecord | None]:
         stream = ArchiveIterator(f)
         records = iter(stream)
         offset = count = 0
+        seen: set[str] = set()  # record ids of the pages: a document's id within its file
         while (record := _next(records, stream, url, offset)) is not None:
             offset = stream.offset
             count += 1
             try:
                 page = _page(record, offset)
+                if page is not None and page.record_id in seen:
+                    raise BadRecord(f"its record id {page.record_id} is an earlier record's")
             except BadRecord as e:
                 if strict:
                     raise CorpusError(f"{url}: record at byte {offset}: {e}") from None
                 log.warning("%s: record at byte %d skipped: %s", url, offset, e)
                 page = e
+            if isinstance(page, Page):
+                seen.add(page.record_id)
             _drain(record, url, offset)
             yield page
         if not count:

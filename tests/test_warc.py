@@ -8,6 +8,7 @@ import zlib
 from datetime import UTC, datetime
 from io import BytesIO
 from pathlib import Path
+from uuid import NAMESPACE_URL, uuid5
 
 import pytest
 from conftest import PYWB
@@ -124,14 +125,18 @@ def test_broken_files_stop_with_the_file_and_the_offset(tmp_path):
 
 
 def write_warc(path: Path, pages: list[tuple[str, str, bytes, str]]) -> list[int]:
-    """A WARC of (url, HTTP status line, body, content type) responses; returns their offsets."""
+    """A WARC of (url, HTTP status line, body, content type) responses, dated day by day, each with
+    the record id uuid5(url); returns their offsets."""
     offsets = []
     with open(path, "wb") as f:
         writer = WARCWriter(f, gzip=True)
         for i, (url, status, body, ctype) in enumerate(pages):
             offsets.append(f.tell())
             headers = StatusAndHeaders(status, [("Content-Type", ctype)], protocol="HTTP/1.1")
-            warc = {"WARC-Date": f"2026-10-0{i + 1}T12:00:00Z", "WARC-Record-ID": f"<urn:uuid:0000000{i}>"}
+            warc = {
+                "WARC-Date": f"2026-10-0{i + 1}T12:00:00Z",
+                "WARC-Record-ID": f"<urn:uuid:{uuid5(NAMESPACE_URL, url)}>",
+            }
             record = writer.create_warc_record(
                 url, "response", BytesIO(body), http_headers=headers, warc_headers_dict=warc
             )
@@ -151,10 +156,11 @@ def test_bad_records_are_counted_and_skipped_or_stop_a_strict_read(tmp_path):
             ("https://a.example/2", "two hundred", page, "text/html"),
             ("https://a.example/3", "200 OK", b"<html><body><script>x()</script></body></html>", "text/html"),
             ("https://a.example/4", "200 OK", page.replace(b"Hundreds", b"Thousands"), "application/xhtml+xml"),
+            ("https://a.example/1", "200 OK", page, "text/html"),  # the first record again: its id repeats
         ],
     )
     articles, counts = read_articles(str(path), "mixed", "en", strict=False)
-    assert counts == WarcCounts(records=5, pages=5, bad_records=2, no_article=1)
+    assert counts == WarcCounts(records=6, pages=6, bad_records=3, no_article=1)
     assert [a.url for a in articles] == ["https://a.example/1", "https://a.example/4"]
     assert [a.date.day for a in articles] == [1, 5]
     with pytest.raises(
