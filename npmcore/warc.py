@@ -14,8 +14,8 @@ compressed stream, a record shorter than its ``Content-Length``, a broken WARC h
 gzip that is not one member per record) stops with a :class:`CorpusError` naming the file
 and the record's byte offset: nothing after it could be trusted. A single record that can be
 delimited but not read (an HTTP status line that does not parse, a payload declared HTML that
-is binary or cannot be decoded, a missing record id or date) is a *bad record*: counted and
-skipped, or, with ``strict``, the same error.
+is binary or cannot be decoded, a missing record id, URI or date, a record id seen before in the
+file) is a *bad record*: counted and skipped, or, with ``strict``, the same error.
 """
 
 import functools
@@ -61,8 +61,8 @@ class Page:
 class Article(Document):
     """The article of a page; ``doc_id`` is its record id."""
 
-    url: str = ""
-    date: datetime = datetime.min.replace(tzinfo=UTC)
+    url: str
+    date: datetime  # UTC
 
 
 @dataclass(frozen=True)
@@ -106,14 +106,16 @@ def extract(html: str) -> tuple[str, str] | None:
 
 
 def _date(value: str | None) -> datetime:
+    """A WARC-Date (ISO 8601) or an ARC archive date (14 digits, some writers add more), in UTC."""
     if not value:
         raise BadRecord("it has no date")
     try:
-        if value[:14].isdigit():  # ARC: 14 digits (some writers add more)
+        if value[:14].isdigit():
             return datetime.strptime(value[:14], "%Y%m%d%H%M%S").replace(tzinfo=UTC)
-        return datetime.fromisoformat(value).astimezone(UTC)
+        date = datetime.fromisoformat(value)
     except ValueError:
         raise BadRecord(f"its date {value!r} does not parse") from None
+    return date.replace(tzinfo=UTC) if date.tzinfo is None else date.astimezone(UTC)
 
 
 def _status(record: ArcWarcRecord) -> int:
@@ -127,8 +129,8 @@ def _status(record: ArcWarcRecord) -> int:
 
 
 def _content_type(record: ArcWarcRecord) -> str:
-    value = record.http_headers.get_header("Content-Type") or record.rec_headers.get_header("content-type") or ""
-    return value
+    """The HTTP Content-Type (an ARC record without one: its header's)."""
+    return record.http_headers.get_header("Content-Type") or record.rec_headers.get_header("content-type") or ""
 
 
 def _html(record: ArcWarcRecord, content_type: str) -> str:
@@ -152,7 +154,7 @@ def _html(record: ArcWarcRecord, content_type: str) -> str:
 
 def _page(record: ArcWarcRecord, offset: int) -> Page | None:
     """The page a record holds: None for a record that is not an HTML 200 response."""
-    if record.rec_type != "response":
+    if record.rec_type != "response" or record.http_headers is None:  # not HTTP (a DNS lookup, say)
         return None
     status = _status(record)
     content_type = _content_type(record)
