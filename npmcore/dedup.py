@@ -7,8 +7,8 @@ permutations and LSH candidates from ``datasketch``; each candidate is checked o
 signatures). Only kept articles are remembered, so ingesting two months at once keeps the
 same articles as ingesting the first and then extending its corpus with the second.
 
-The driver holds the state: about 3 KB per kept article (the URL, a text hash, the
-signature and the LSH bands).
+The driver holds the state: about 6 KB per kept article (its URL, text hash and signature, and
+datasketch's LSH tables: 5.4 KB of them measured with tracemalloc), 6 GB for a million articles.
 """
 
 import hashlib

@@ -229,10 +229,16 @@ def write_records(f, name: str, records: list[tuple[Planted, str, bytes, str, da
         )
 
 
-def write_news_months(folder: Path, files: int = 1) -> tuple[NewsMonth, NewsMonth]:
-    """October 2026 (the 300 lee_background articles) and November 2026 (the 50 lee.cor articles),
-    each with its planted duplicates and noise, in ``files`` WARC files per month."""
+def write_news_months(folder: Path, files: int = 1, articles: int = 300) -> tuple[NewsMonth, NewsMonth]:
+    """October 2026 (the first ``articles`` of the 300 lee_background articles) and November 2026
+    (the 50 lee.cor articles), each with its planted duplicates and noise, in ``files`` WARC files
+    per month (copies of October's articles are planted only where October has them)."""
     background, test = lee_articles()
+    background = background[:articles]
+
+    def within(indices: tuple[int, ...]) -> list[int]:
+        return [i for i in indices if i < len(background)]
+
     bulgarian = bulgarian_articles(5)
     urls: dict[int, tuple[Site, str]] = {}
 
@@ -242,7 +248,7 @@ def write_news_months(folder: Path, files: int = 1) -> tuple[NewsMonth, NewsMont
         urls[i] = site, f"https://{site.host}/2026/10/{slug(text)}-{i}.html"
         related = [background[(i + k) % len(background)] for k in (1, 2, 3)]
         october.page(site, urls[i][1], text, related, "article")
-        if i == 100:  # a crawl's noise
+        if i == min(100, len(background) - 1):  # a crawl's noise
             october.noise(f"https://{site.host}/img/logo.png", "image", "200 OK", PNG, "image/png")
             october.noise(
                 f"https://{site.host}/js/app.js", "script", "200 OK", b"var x = 1;\n", "application/javascript"
@@ -259,15 +265,15 @@ def write_news_months(folder: Path, files: int = 1) -> tuple[NewsMonth, NewsMont
                 "text/html",
             )
             october.noise(urls[3][1], "revisit", "200 OK", b"", "text/html")
-    for i in (5, 120, 250):  # the same URL crawled again: same page
+    for i in within((5, 120, 250)):  # the same URL crawled again: same page
         site, url = urls[i]
         october.page(site, url, background[i], [background[i - 1]], "recrawl")
-    for i in (10, 77, 199):  # syndicated: the same text under another site's URL
+    for i in within((10, 77, 199)):  # syndicated: the same text under another site's URL
         site = SITES[(i + 1) % 3]
         october.page(
             site, f"https://{site.host}/syndicated/{slug(background[i])}.html", background[i], [], "syndicated"
         )
-    updated = background[42] + " This story has been updated with comments from the minister."
+    updated = background[42 % len(background)] + " This story has been updated with comments from the minister."
     site = SITES[1]
     october.page(site, f"https://{site.host}/2026/10/{slug(updated)}-42-update.html", updated, [], "updated")
     for k, text in enumerate(bulgarian[:3]):
@@ -277,13 +283,13 @@ def write_news_months(folder: Path, files: int = 1) -> tuple[NewsMonth, NewsMont
     for i, text in enumerate(test):
         site = SITES[i % 3]
         november.page(site, f"https://{site.host}/2026/11/{slug(text)}-{i}.html", text, [test[i - 1]], "article")
-    for i in (0, 150, 299):  # October's URLs crawled again
+    for i in within((0, 150, 299)):  # October's URLs crawled again
         site, url = urls[i]
         november.page(site, url, background[i], [], "recrawl")
-    for i in (20, 160):  # October's articles syndicated in November
+    for i in within((20, 160)):  # October's articles syndicated in November
         site = SITES[(i + 2) % 3]
         november.page(site, f"https://{site.host}/2026/11/syndicated-{i}.html", background[i], [], "syndicated")
-    updated = background[64] + " Police said on Monday that the investigation was continuing."
+    updated = background[64 % len(background)] + " Police said on Monday that the investigation was continuing."
     november.page(SITES[0], f"https://{SITES[0].host}/2026/11/{slug(updated)}-update.html", updated, [], "updated")
     for k, text in enumerate(bulgarian[3:]):
         november.page(SITES[k % 3], f"https://{SITES[k % 3].host}/bg/11-{k}.html", text, [], "foreign", lang="bg")
