@@ -51,7 +51,9 @@ class BackfillParams(BaseModel):
         None, description="Encoder (path, cached name or models:/npm-encoder@champion); empty = the default encoder."
     )
     previous: str | None = Field(
-        None, description="Index of the previous dump; empty = the newest index in the store made with this encoder."
+        None,
+        description="Index of the previous dump, or whose corpus WARC files extend; empty = the newest index in the "
+        "store made with this encoder.",
     )
     pages_per_partition: int = Field(200, ge=1, description="Dump pages per Dask partition (and datastore shard).")
     lang: str = Field("en", description="WARC files: the language articles are kept in (ISO 639-1 code).")

@@ -532,7 +532,10 @@ def backfill_command(
     ] = None,
     previous: Annotated[
         str | None,
-        typer.Option(help="Index of the previous dump (default: the newest in the store with this encoder)."),
+        typer.Option(
+            help="Index of the previous dump, or whose corpus WARC files extend (default: the newest in the store "
+            "with this encoder)."
+        ),
     ] = None,
     lang: Lang = "en",
     strict: Strict = False,

@@ -12,6 +12,11 @@ block row keeps the sha256 of its document's source (page id, title and wikitext
 dump page), and a page whose source hash is found in the previous snapshot is not parsed,
 split or tokenized again: its rows are copied from the previous shard that holds them.
 The result is the snapshot a full ingest gives, byte for byte, only built faster.
+
+WARC files (CC-News) take two rounds: each file's articles are extracted on a worker and staged
+with their dedup keys, the driver drops the duplicates (:mod:`npmcore.dedup`), and the workers
+then split and tokenize the articles kept. An ingest that ``extends`` a corpus snapshot copies
+its shards, drops the files' articles that duplicate one of its articles, and adds the rest.
 """
 
 import functools
@@ -63,11 +68,20 @@ from npmcore.storage import (
     snapshot_id,
     snapshot_url,
 )
-from npmcore.warc import EXTRACTOR, WarcCounts, check_language, read_articles
+from npmcore.warc import EXTRACTOR, Article, WarcCounts, check_language, read_articles
 
 log = logging.getLogger(__name__)
 
 _DELIMITERS = {"wikiextractor": b"</doc>\n", "jsonl": b"\n", "lines": b"\n"}
+# The articles of a WARC file, staged between their extraction and their tokenization (not part of a snapshot)
+_ARTICLES = pa.schema(
+    [
+        *(pa.field(name, pa.string()) for name in ("doc_id", "title", "text", "source", "url")),
+        WARC_BLOCK_SCHEMA.field("date"),
+        pa.field("source_hash", pa.string()),
+        WARC_BLOCK_SCHEMA.field("minhash"),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -115,7 +129,7 @@ class IngestedShard:
     tokens: int
     reused_docs: int  # dump pages copied from the previous snapshot, not parsed again
     warc: WarcCounts | None = None  # format warc: what the file held
-    articles: tuple[ArticleKey, ...] = ()  # format warc: its articles' dedup keys, in record order
+    articles: tuple[ArticleKey, ...] = ()  # format warc, staged: its articles' dedup keys, in record order
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[str]:
@@ -291,7 +305,7 @@ def previous_rows(part: Partition) -> dict[str, list[dict]]:
 def write_shard(part: Partition, staging: str, config: IngestConfig) -> IngestedShard:
     """Read, clean, split and tokenize one partition; write its Parquet shard (runs on a worker)."""
     if part.format == "warc":
-        return write_warc_shard(part, staging, config)
+        return extract_warc(part, staging, config)
     tokenizer = load_tokenizer(config.encoder)
     rows = {name: [] for name in BLOCK_SCHEMA.names}
     copied = previous_rows(part)
@@ -311,65 +325,76 @@ def write_shard(part: Partition, staging: str, config: IngestConfig) -> Ingested
             for name in BLOCK_SCHEMA.names:
                 rows[name].append(digest if name == "source_hash" else getattr(block, name))
             tokens += len(block.token_ids)
-    path, entry = _write_table(pa.table(rows, schema=BLOCK_SCHEMA), staging, part.index)
+    path = f"blocks/part-{part.index:05d}.parquet"
+    entry = _write_table(pa.table(rows, schema=BLOCK_SCHEMA), join(staging, path))
     reused = sum(isinstance(page, ReusedPage) for page in part.pages)
     return IngestedShard(part.index, path, entry, docs, empty, len(rows["block_id"]), tokens, reused)
 
 
-def write_warc_shard(part: Partition, staging: str, config: IngestConfig) -> IngestedShard:
-    """The articles of one WARC file in ``config.lang``, split and tokenized into a shard with their
-    URL, date and MinHash signature; duplicates are still in it (see :func:`deduplicate`)."""
-    tokenizer = load_tokenizer(config.encoder)
+def extract_warc(part: Partition, staging: str, config: IngestConfig) -> IngestedShard:
+    """The articles of one WARC file in ``config.lang`` and their dedup keys, staged in
+    ``articles/`` until :func:`deduplicate` has decided which are duplicates (runs on a worker)."""
     articles, counts = read_articles(part.url, part.source, config.lang, config.strict)
     keys = tuple(ArticleKey(a.doc_id, a.url, text_hash(a.text), signature(a.text)) for a in articles)
+    columns = {
+        name: [getattr(a, name) for a in articles] for name in ("doc_id", "title", "text", "source", "url", "date")
+    }
+    columns |= {"source_hash": [k.text_hash for k in keys], "minhash": [k.signature for k in keys]}
+    path = f"articles/part-{part.index:05d}.parquet"
+    entry = _write_table(pa.table(columns, schema=_ARTICLES), join(staging, path))
+    return IngestedShard(part.index, path, entry, len(articles), 0, 0, 0, 0, counts, keys)
+
+
+def write_articles(job: tuple[IngestedShard, frozenset[str]], staging: str, config: IngestConfig) -> IngestedShard:
+    """Split and tokenize the staged articles of one WARC file, but the duplicates ``job`` names, into
+    its shard with their URL, date and MinHash signature; the staged file is removed (runs on a worker)."""
+    staged, drop = job
+    with fsspec.open(join(staging, staged.path), "rb") as f:
+        table = pq.read_table(f)
+    tokenizer = load_tokenizer(config.encoder)
     rows = {name: [] for name in WARC_BLOCK_SCHEMA.names}
-    for key, article in zip(keys, articles, strict=True):
+    for row in table.to_pylist():
+        if row["doc_id"] in drop:
+            continue
+        article = Article(row["doc_id"], row["title"], row["text"], row["source"], row["url"], row["date"])
         for block in split_document(article, tokenizer, config.max_tokens):
             for name in BLOCK_SCHEMA.names:
-                rows[name].append(key.text_hash if name == "source_hash" else getattr(block, name))
-            rows["url"].append(article.url)
-            rows["date"].append(article.date)
-            rows["minhash"].append(key.signature if block.block_index == 0 else None)
-    table = pa.table(rows, schema=WARC_BLOCK_SCHEMA)
-    path, entry = _write_table(table, staging, part.index)
-    tokens = pc.sum(pc.list_value_length(table["token_ids"])).as_py() or 0
-    return IngestedShard(part.index, path, entry, len(articles), 0, table.num_rows, tokens, 0, counts, keys)
+                rows[name].append(row["source_hash"] if name == "source_hash" else getattr(block, name))
+            rows["url"].append(row["url"])
+            rows["date"].append(row["date"])
+            rows["minhash"].append(row["minhash"] if block.block_index == 0 else None)
+    path = f"blocks/part-{staged.index:05d}.parquet"
+    entry = _write_table(pa.table(rows, schema=WARC_BLOCK_SCHEMA), join(staging, path))
+    fsspec.core.url_to_fs(staging)[0].rm(join(staging, staged.path))
+    tokens = sum(len(ids) for ids in rows["token_ids"])
+    docs = staged.docs - len(drop)
+    return replace(staged, path=path, entry=entry, docs=docs, blocks=len(rows["block_id"]), tokens=tokens, articles=())
 
 
-def drop_documents(job: tuple[IngestedShard, frozenset[str]], staging: str) -> IngestedShard:
-    """Rewrite a staged WARC shard without the blocks of the documents ``job`` names (runs on a worker)."""
-    shard, doc_ids = job
-    with fsspec.open(join(staging, shard.path), "rb") as f:
-        table = pq.read_table(f)
-    table = table.filter(pc.invert(pc.is_in(table["doc_id"], pa.array(sorted(doc_ids), pa.string()))))
-    path, entry = _write_table(table, staging, shard.index)
-    tokens = pc.sum(pc.list_value_length(table["token_ids"])).as_py() or 0
-    docs = shard.docs - len(doc_ids)
-    return replace(shard, entry=entry, docs=docs, blocks=table.num_rows, tokens=tokens, articles=())
-
-
-def _write_table(table: pa.Table, staging: str, index: int) -> tuple[str, FileEntry]:
+def _write_table(table: pa.Table, url: str) -> FileEntry:
     buf = io.BytesIO()
     pq.write_table(table, buf, compression="zstd")
     data = buf.getvalue()
-    path = f"blocks/part-{index:05d}.parquet"
-    with fsspec.open(join(staging, path), "wb") as f:
+    with fsspec.open(url, "wb") as f:
         f.write(data)
-    return path, FileEntry(sha256_bytes(data), len(data))
+    return FileEntry(sha256_bytes(data), len(data))
 
 
 def deduplicate(
-    results: list[IngestedShard], staging: str, client: Client | None, extends: str | None
+    results: list[IngestedShard], staging: str, config: IngestConfig, client: Client | None, extends: str | None
 ) -> tuple[list[IngestedShard], dict[str, int]]:
-    """Drop the duplicate articles of the WARC shards (:func:`npmcore.dedup.find_duplicates`, after
-    the articles of the corpus ``extends``); their shards are rewritten. Returns the shards and the
-    WARC counts of the ingest."""
+    """Decide which staged articles of the WARC files are duplicates (:func:`npmcore.dedup.find_duplicates`,
+    after the articles of the corpus ``extends``), then write the shards of the others. Returns all
+    shards and the WARC counts of the ingest."""
     drops, verdicts = find_duplicates(((r.index, key) for r in results for key in r.articles), extends)
-    jobs = [(r, drops[r.index]) for r in results if r.index in drops]
-    rewritten = {s.index: s for s in map_bounded(functools.partial(drop_documents, staging=staging), jobs, client)}
-    warc = [r.warc for r in results if r.warc is not None]
-    counts = {f.name: sum(getattr(c, f.name) for c in warc) for f in fields(WarcCounts)}
-    return [rewritten.get(r.index, r) for r in results], {**counts, **verdicts}
+    jobs = [(r, drops.get(r.index, frozenset())) for r in results if r.warc is not None]
+    fn = functools.partial(write_articles, staging=staging, config=config)
+    written = {s.index: s for s in map_bounded(fn, jobs, client)}
+    fs = fsspec.core.url_to_fs(staging)[0]
+    if fs.exists(join(staging, "articles")):  # an empty folder, where the staged articles were
+        fs.rm(join(staging, "articles"), recursive=True)
+    counts = {f.name: sum(getattr(r.warc, f.name) for r in written.values()) for f in fields(WarcCounts)}
+    return [written.get(r.index, r) for r in results], {**counts, **verdicts}
 
 
 def extended_corpus(extends: str, formats: list[Format], id_config: dict, previous: str | None) -> CorpusSnapshot:
@@ -473,7 +498,7 @@ def ingest(
         results.sort(key=lambda r: r.index)
         warc_counts = {}
         if "warc" in formats:
-            results, warc_counts = deduplicate(results, staging, client, extends)
+            results, warc_counts = deduplicate(results, staging, config, client, extends)
         counts = {k: sum(getattr(r, k) for r in results) for k in ("docs", "empty_docs", "blocks", "tokens")}
         if counts["empty_docs"]:
             log.warning("skipped %d documents with no text", counts["empty_docs"])
