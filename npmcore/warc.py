@@ -5,9 +5,9 @@ A file is streamed in constant memory with ``warcio``, record by record. A *page
 (requests, ``warcinfo``, ``metadata``, ``revisit``, images, scripts, redirects, 404s) is
 counted and passed over. A page's main content is extracted with ``trafilatura``
 (``favor_precision``, no comments or tables: on the news pages of ``tests/news_warc.py`` it kept
-every article word and none of the boilerplate, where resiliparse kept almost a
-quarter of the boilerplate phrases: docs/cc-news.md), its ``<title>`` becomes the title, and a language detector
-(``py3langid``) keeps the pages in the wanted language.
+every article word and none of the boilerplate, where resiliparse kept almost a quarter of the
+boilerplate phrases; docs/cc-news.md), its ``<title>`` becomes the title, and a language
+detector (``py3langid``) keeps the pages in the wanted language.
 
 Two kinds of bad input. A file whose records cannot be delimited (a cut or corrupt
 compressed stream, a record shorter than its ``Content-Length``, a broken WARC header, a
