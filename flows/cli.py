@@ -110,9 +110,9 @@ def counts_table(url: str, manifest: Manifest) -> Table:
 
 def crawl_table(counts: dict[str, int]) -> Table:
     """What the WARC files of an ingest held, from records to the articles kept."""
-    table = Table(title="WARC files: from records to articles")
-    table.add_column("")
-    table.add_column("", justify="right")
+    table = Table(title="WARC files: from records to articles", show_header=False)
+    table.add_column()
+    table.add_column(justify="right")
     for key, what in CRAWL_COUNTS.items():
         table.add_row(what, f"{counts[key]:,}", style="bold" if key == "articles" else None)
     return table
