@@ -66,7 +66,9 @@ def dump_format(files: list[str]) -> Format:
     """``mediawiki`` or ``warc``: what the files of a backfill are (one of them, not both)."""
     formats = {detect_format(f) for f in files}
     if formats not in ({"mediawiki"}, {"warc"}):
-        raise CorpusError(f"a backfill takes one MediaWiki dump or WARC files, not {', '.join(sorted(formats))} files")
+        raise CorpusError(
+            f"a backfill takes MediaWiki dump files or WARC files, not {' and '.join(sorted(formats))} files"
+        )
     return formats.pop()
 
 

@@ -136,7 +136,7 @@ def test_a_backfill_takes_one_dump_or_a_month_of_warc_files(dump_path, tmp_path)
     assert month.dump == ["a.warc.gz", "b.warc.gz"] and month.dump_date == date(2026, 11, 1)
     crawl = str(PYWB / "example-wget-1-14.warc.gz")
     assert (dump_format([dump_path]), dump_format([crawl])) == ("mediawiki", "warc")
-    with pytest.raises(CorpusError, match="a backfill takes one MediaWiki dump or WARC files, not mediawiki, warc"):
+    with pytest.raises(CorpusError, match="takes MediaWiki dump files or WARC files, not mediawiki and warc files"):
         dump_format([dump_path, crawl])
 
 
