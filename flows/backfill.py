@@ -1,51 +1,75 @@
-"""Flow ``backfill_dump``: a new Wikipedia dump becomes a new corpus snapshot and index, incrementally.
+"""Flow ``backfill_dump``: a new Wikipedia dump, or a month of CC-News WARC files, becomes a new
+corpus snapshot and index, incrementally.
 
-The dump is ingested into its own corpus snapshot. Its blocks are matched by content
-hash against the datastore of the previous index (same encoder): unchanged blocks copy
-their vectors, only new and changed blocks are embedded, blocks of deleted or edited
-articles are simply not carried over, and the previous index's trained FAISS index is
-filled again instead of trained. The previous snapshots are immutable and stay
-queryable, so a question can be answered against the old and the new corpus.
+A Wikipedia dump is ingested into its own corpus snapshot (the previous one's unchanged pages
+are copied, not parsed again). A month of WARC files *extends* the previous corpus: the new
+snapshot holds its blocks and the month's articles that are not duplicates of its articles
+(same URL, same or nearly the same text). Either way the new blocks are matched by content
+hash against the datastore of the previous index (same encoder): unchanged blocks copy their
+vectors, only new and changed blocks are embedded, blocks of deleted or edited articles are
+simply not carried over, and the previous index's trained FAISS index is filled again instead
+of trained. The previous snapshots are immutable and stay queryable, so a question can be
+answered against the old and the new corpus.
 """
 
 import time
 from datetime import date
+from typing import Annotated
 
-import fsspec
 import mlflow
 from prefect import flow
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, BeforeValidator, Field
 
 from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, StoreURL, default_store
 from npmcore.cluster import dask_cluster
+from npmcore.corpus import CorpusError, Format, detect_format
 from npmcore.encoder import cached_encoder, encoder_fingerprint
+from npmcore.ingest import expand_inputs
 from npmcore.snapshots import INDEX, IndexSnapshot, open_corpus, open_datastore, open_index
 from npmcore.storage import list_snapshots
 from npmcore.tracking import log_snapshot_input, resolve_encoder, tracking, tracking_uri
 from tasks import link_runs
 
 
+def month_or_day(value: object) -> object:
+    """A month (YYYY-MM) stands for its first day."""
+    return f"{value}-01" if isinstance(value, str) and len(value) == 7 else value
+
+
 class BackfillParams(BaseModel):
-    dump: str = Field(description="The new dump: a pages-articles XML(.bz2) path or URL (s3://…).")
-    dump_date: date = Field(description="Date of the dump (YYYY-MM-DD), logged with the new snapshots.")
+    dump: Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)] = Field(
+        description="The new dump: a pages-articles XML(.bz2), or a month of CC-News WARC files (paths, URLs or "
+        "globs, s3://… included)."
+    )
+    dump_date: Annotated[date, BeforeValidator(month_or_day)] = Field(
+        description="Date of the dump (YYYY-MM-DD), or the month of the WARC files (YYYY-MM), logged with the run."
+    )
     store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
     model: str | None = Field(
         None, description="Encoder (path, cached name or models:/npm-encoder@champion); empty = the default encoder."
     )
     previous: str | None = Field(
-        None, description="Index of the previous dump; empty = the newest index in the store made with this encoder."
+        None,
+        description="Index of the previous dump, or whose corpus WARC files extend; empty = the newest index in the "
+        "store made with this encoder.",
     )
     pages_per_partition: int = Field(200, ge=1, description="Dump pages per Dask partition (and datastore shard).")
+    lang: str = Field("en", description="WARC files: the language articles are kept in (ISO 639-1 code).")
+    strict: bool = Field(False, description="WARC files: a bad record stops the backfill instead of being skipped.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
     experiment: str = Field("npm-backfill", description="MLflow experiment.")
 
 
-def check_dump(url: str) -> None:
-    fs, path = fsspec.core.url_to_fs(url)
-    if not fs.exists(path):
-        raise FileNotFoundError(f"dump {url} does not exist")
+def dump_format(files: list[str]) -> Format:
+    """``mediawiki`` or ``warc``: what the files of a backfill are (one of them, not both)."""
+    formats = {detect_format(f) for f in files}
+    if formats not in ({"mediawiki"}, {"warc"}):
+        raise CorpusError(
+            f"a backfill takes MediaWiki dump files or WARC files, not {' and '.join(sorted(formats))} files"
+        )
+    return formats.pop()
 
 
 class BackfillResult(BaseModel):
@@ -54,6 +78,7 @@ class BackfillResult(BaseModel):
     previous: str | None  # the index whose vectors and trained FAISS index were reused; None: a full build
     blocks: int
     reused_blocks: int  # blocks whose vectors were copied, not embedded again
+    counts: dict[str, int]  # the new corpus snapshot's counts (WARC files: what was read, dropped and added)
 
 
 def newest_index(store: str, fingerprint: str, excluding_corpus: str) -> IndexSnapshot | None:
@@ -65,40 +90,51 @@ def newest_index(store: str, fingerprint: str, excluding_corpus: str) -> IndexSn
 
 @flow(name="backfill_dump")
 def backfill_dump(params: BackfillParams) -> BackfillResult:
-    """Ingest a new dump and index it incrementally."""
-    check_dump(params.dump)
+    """Ingest a new dump (or extend the corpus with a month of WARC files) and index it incrementally."""
+    files = expand_inputs(params.dump)
+    kind = dump_format(files)
     uri = tracking_uri(params.store)  # an unreachable MLflow server fails now, not after the indexing
     start = time.perf_counter()
     with dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address:
         cluster = ClusterParams(dask_address=address)  # both stages on one cluster: its workers stay warm
         encoder = resolve_encoder(params.model, params.store)
         fingerprint = encoder_fingerprint(cached_encoder(encoder)[1])
-        # the corpus of the newest index: its unchanged pages are copied instead of parsed again
+        # the corpus of the newest index: a dump copies its unchanged pages, WARC files extend it
         earlier = (
             open_index(params.previous)
             if params.previous
             else newest_index(params.store, fingerprint, excluding_corpus="")
         )
+        base = earlier.corpus if earlier else None
         ingest_params = IngestParams(
-            inputs=[params.dump],
-            format="mediawiki",
+            inputs=files,
+            format=kind,
             store=params.store,
             cluster=cluster,
             pages_per_partition=params.pages_per_partition,
-            previous=earlier.corpus if earlier else None,
+            lang=params.lang,
+            strict=params.strict,
+            previous=base if kind == "mediawiki" else None,
+            extends=base if kind == "warc" else None,
         )
         corpus = ingest_corpus(ingest_params)
-        found = newest_index(params.store, fingerprint, open_corpus(corpus).manifest.id)
-        previous = params.previous or (found.url if found else None)
-        index = index_corpus(IndexParams(store=params.store, corpus=corpus, model=encoder, cluster=cluster), previous)
+        if earlier is not None and corpus == earlier.corpus:  # WARC files the corpus already holds: nothing new
+            previous = index = earlier.url
+        else:
+            found = newest_index(params.store, fingerprint, open_corpus(corpus).manifest.id)
+            previous = params.previous or (found.url if found else None)
+            index_params = IndexParams(store=params.store, corpus=corpus, model=encoder, cluster=cluster)
+            index = index_corpus(index_params, previous)
     datastore = open_datastore(open_index(index).datastore).manifest
     with tracking(uri, params.experiment), mlflow.start_run(run_name=f"backfill {params.dump_date}"):
         link_runs(uri)
         log_snapshot_input("corpus", corpus, "produced")
         log_snapshot_input("index", index, "produced")
+        counts = open_corpus(corpus).manifest.counts
+        mlflow.log_text("".join(f"{f}\n" for f in files), "dump_files.txt")
         mlflow.log_params(
             {
-                "dump": params.dump,
+                "dump": files[0] if len(files) == 1 else f"{files[0]} and {len(files) - 1} more (dump_files.txt)",
                 "dump_date": params.dump_date.isoformat(),
                 "corpus": corpus,
                 "corpus_id": open_corpus(corpus).manifest.id,
@@ -115,6 +151,9 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
                 "reused_blocks": reused,
                 "reembedded_fraction": (blocks - reused) / max(blocks, 1),
                 "seconds": time.perf_counter() - start,
+                **{f"corpus.{k}": v for k, v in counts.items()},
             }
         )
-    return BackfillResult(corpus=corpus, index=index, previous=previous, blocks=blocks, reused_blocks=reused)
+    return BackfillResult(
+        corpus=corpus, index=index, previous=previous, blocks=blocks, reused_blocks=reused, counts=counts
+    )

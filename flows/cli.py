@@ -38,10 +38,26 @@ ExcludeQueryWords = Annotated[
         "data this ties or wins for every encoder measured.",
     ),
 ]
+Lang = Annotated[str, typer.Option(help="WARC files: keep the articles in this language (ISO 639-1 code).")]
+Strict = Annotated[
+    bool, typer.Option("--strict", help="WARC files: stop at a bad record instead of counting and skipping it.")
+]
 # Errors a user can fix: bad input (CorpusError, EncoderError and QueryError are ValueErrors), a missing file, a
 # broken snapshot, and an unreachable Dask scheduler or MLflow server. The last two are named, not imported: this
 # module loads neither Dask nor MLflow (nor torch), so `npmcore --help` answers in a second.
 USER_ERRORS = (ValueError, FileNotFoundError, SnapshotError)
+# The counts of an ingest of WARC files (npmcore.ingest.deduplicate), in the order a page goes through them
+CRAWL_COUNTS = {
+    "records": "records",
+    "pages": "HTML pages (HTTP 200)",
+    "bad_records": "bad records (skipped)",
+    "no_article": "pages without article text",
+    "other_language": "articles in another language",
+    "duplicate_urls": "same URL as an article kept",
+    "duplicate_texts": "same text",
+    "near_duplicates": "near-duplicate text",
+    "articles": "articles kept",
+}
 SERVICE_ERRORS = {"npmcore.cluster": "ClusterError", "npmcore.tracking": "TrackingError"}
 
 
@@ -84,10 +100,21 @@ def cluster_params(dask_address: str | None, workers: int | None) -> ClusterPara
 
 
 def counts_table(url: str, manifest: Manifest) -> Table:
+    counts = {k: v for k, v in manifest.counts.items() if k not in CRAWL_COUNTS}
     table = Table(title=f"{manifest.kind} snapshot {manifest.id}", caption=url)
-    for key in manifest.counts:
+    for key in counts:
         table.add_column(key, justify="right")
-    table.add_row(*(f"{v:,}" for v in manifest.counts.values()))
+    table.add_row(*(f"{v:,}" for v in counts.values()))
+    return table
+
+
+def crawl_table(counts: dict[str, int]) -> Table:
+    """What the WARC files of an ingest held, from records to the articles kept."""
+    table = Table(title="WARC files: from records to articles", show_header=False)
+    table.add_column()
+    table.add_column(justify="right")
+    for key, what in CRAWL_COUNTS.items():
+        table.add_row(what, f"{counts[key]:,}", style="bold" if key == "articles" else None)
     return table
 
 
@@ -138,10 +165,12 @@ def ingest_command(
         float, typer.Option(min=0.01, help="MiB of an uncompressed line-based file per Dask partition.")
     ] = 8,
     pages_per_partition: Annotated[int, typer.Option(min=1, help="Dump pages per Dask partition.")] = 200,
+    lang: Lang = "en",
+    strict: Strict = False,
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
-    """Ingest Wikipedia dumps, WikiExtractor output or news into a verified corpus snapshot."""
+    """Ingest Wikipedia dumps, WikiExtractor output, news or CC-News WARC files into a verified corpus snapshot."""
     from flows.ingest import ingest_corpus
 
     if fmt != "auto" and fmt not in FORMATS:
@@ -154,10 +183,15 @@ def ingest_command(
         max_tokens=max_tokens,
         partition_mb=partition_mb,
         pages_per_partition=pages_per_partition,
+        lang=lang,
+        strict=strict,
         cluster=cluster_params(dask_address, workers),
     )
     url = ingest_corpus(params, progress=sys.stderr.isatty())
-    console.print(counts_table(url, open_snapshot(url, verify=False)))
+    manifest = open_snapshot(url, verify=False)
+    console.print(counts_table(url, manifest))
+    if "articles" in manifest.counts:
+        console.print(crawl_table(manifest.counts))
     print(url)
 
 
@@ -486,8 +520,11 @@ def index_command(
 @app.command(name="backfill")
 @command
 def backfill_command(
-    dump: Annotated[str, typer.Argument(help="The new pages-articles dump (path or URL).")],
-    date: Annotated[str, typer.Option(help="Date of the dump, YYYY-MM-DD.")],
+    dump: Annotated[
+        list[str],
+        typer.Argument(help="The new pages-articles dump, or a month of CC-News WARC files (paths, URLs or globs)."),
+    ],
+    date: Annotated[str, typer.Option(help="Date of the dump, YYYY-MM-DD; a month of WARC files: YYYY-MM.")],
     store: Store = "npm-store",
     model: Annotated[
         str | None,
@@ -495,12 +532,18 @@ def backfill_command(
     ] = None,
     previous: Annotated[
         str | None,
-        typer.Option(help="Index of the previous dump (default: the newest in the store with this encoder)."),
+        typer.Option(
+            help="Index of the previous dump, or whose corpus WARC files extend (default: the newest in the store "
+            "with this encoder)."
+        ),
     ] = None,
+    lang: Lang = "en",
+    strict: Strict = False,
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
-    """Ingest a new dump and index it incrementally: only new or changed blocks are embedded (flow backfill_dump)."""
+    """Ingest a new dump, or add a month of CC-News WARC files to the corpus, and index it incrementally: only
+    new or changed blocks are embedded (flow backfill_dump)."""
     from flows.backfill import BackfillParams, backfill_dump
     from flows.prefect_api import prefect_api
 
@@ -510,11 +553,15 @@ def backfill_command(
         store=store,
         model=model,
         previous=previous and absolute_store(previous),
+        lang=lang,
+        strict=strict,
         cluster=cluster_params(dask_address, workers),
     )
     with prefect_api():
         result = backfill_dump(params)
     console.print(f"corpus: [bold]{result.corpus}[/]\nprevious index: {result.previous or 'none (full build)'}")
+    if "articles" in result.counts:
+        console.print(crawl_table(result.counts))
     console.print(
         f"blocks: {result.blocks:,}, vectors reused: {result.reused_blocks:,}, "
         f"embedded: {result.blocks - result.reused_blocks:,}"

@@ -19,8 +19,10 @@ def ingest_corpus(params: IngestParams | None = None, progress: bool = False) ->
         max_tokens=params.max_tokens,
         partition_bytes=int(params.partition_mb * (1 << 20)),
         pages_per_partition=params.pages_per_partition,
+        lang=params.lang,
+        strict=params.strict,
     )
     with dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address:
         return ingest_corpus_task(
-            params.inputs or default_corpus(), params.store, config, address, progress, params.previous
+            params.inputs or default_corpus(), params.store, config, address, progress, params.previous, params.extends
         )

@@ -39,7 +39,7 @@ class IngestParams(BaseModel):
         description="Files, folders or globs (local paths, file:// or s3:// URLs). Empty: the embedded default "
         "corpus (the English Wikipedia dump sample and the Lee news corpus shipped with gensim).",
     )
-    format: Literal["auto", "mediawiki", "wikiextractor", "jsonl", "lines"] = Field(
+    format: Literal["auto", "mediawiki", "wikiextractor", "jsonl", "lines", "warc"] = Field(
         "auto", description="Input format; auto detects it per input from the name and first bytes."
     )
     store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
@@ -57,5 +57,12 @@ class IngestParams(BaseModel):
         None,
         description="Corpus snapshot of an earlier dump: its unchanged pages are copied instead of parsed again "
         "(same result, faster).",
+    )
+    lang: str = Field("en", description="WARC inputs: the language articles are kept in (ISO 639-1 code).")
+    strict: bool = Field(False, description="WARC inputs: a bad record stops the ingest instead of being skipped.")
+    extends: str | None = Field(
+        None,
+        description="WARC inputs: a corpus snapshot the new one extends (its blocks, plus the inputs' articles that "
+        "are not duplicates of its articles).",
     )
     cluster: ClusterParams = Field(default_factory=ClusterParams)

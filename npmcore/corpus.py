@@ -1,16 +1,20 @@
-"""Corpus readers: MediaWiki XML dumps, WikiExtractor output, jsonl and one-doc-per-line.
+"""Corpus readers: MediaWiki XML dumps, WikiExtractor output, jsonl and one-doc-per-line; format detection.
 
 Readers turn raw inputs into :class:`Document` objects. Dumps are streamed with
 ``mwxml`` in constant memory and their wikitext is turned into plain text with
 ``mwparserfromhell``; the line-based formats are read in delimiter-aligned byte ranges
-so one large file can be split across workers.
+so one large file can be split across workers. Web crawls (format ``warc``) are read by
+:mod:`npmcore.warc`.
 """
 
+import codecs
 import html
 import importlib.util
 import json
+import lzma
 import re
 import xml.etree.ElementTree
+import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +25,12 @@ import mwparserfromhell
 import mwxml
 from mwparserfromhell.nodes import Tag, Wikilink
 
-Format = Literal["mediawiki", "wikiextractor", "jsonl", "lines"]
-FORMATS: tuple[Format, ...] = ("mediawiki", "wikiextractor", "jsonl", "lines")
+Format = Literal["mediawiki", "wikiextractor", "jsonl", "lines", "warc"]
+FORMATS: tuple[Format, ...] = ("mediawiki", "wikiextractor", "jsonl", "lines", "warc")
+WARC_NAMES = (".warc", ".warc.gz", ".arc", ".arc.gz")  # crawls (Common Crawl's CC-News: .warc.gz)
+# What a cut or corrupt gzip, bz2 or xz stream raises while it is read (bz2: OSError "Invalid data stream")
+COMPRESSION_ERRORS = (EOFError, OSError, zlib.error, lzma.LZMAError)
+_COMPRESSED_MAGIC = {b"\x1f\x8b": ".gz", b"BZh": ".bz2", b"\xfd7zXZ": ".xz"}
 
 # Templates that mark a disambiguation page (plus any template ending in "disambiguation").
 _DISAMBIGUATION_TEMPLATES = {
@@ -66,26 +74,47 @@ class WikiPage:
 def source_name(url: str) -> str:
     """Source id of an input: its file name without compression/format suffixes."""
     name = url.rstrip("/").rsplit("/", 1)[-1]
-    for suffix in (".bz2", ".gz", ".xz", ".xml", ".jsonl", ".json", ".txt", ".cor"):
+    for suffix in (".bz2", ".gz", ".xz", ".xml", ".jsonl", ".json", ".txt", ".cor", ".warc", ".arc"):
         name = name.removesuffix(suffix)
     return name
 
 
 def detect_format(url: str) -> Format:
-    """Guess an input's format from its name and, for plain files, its first bytes."""
+    """Guess an input's format from its name, else from its first bytes (decompressed). Data that
+    is not UTF-8 text (binary, or compressed under a name without its suffix) is refused, never
+    read as lines."""
     name = url.rsplit("/", 1)[-1].lower()
+    if name.endswith(WARC_NAMES):
+        return "warc"
     if ".xml" in name:
         return "mediawiki"
     if name.endswith((".jsonl", ".jsonl.gz", ".jsonl.bz2")):
         return "jsonl"
-    with fsspec.open(url, "rb", compression="infer") as f:
-        head = f.read(4096).lstrip()
-    if head.startswith(b"<mediawiki"):
+    try:
+        with fsspec.open(url, "rb", compression="infer") as f:
+            start = f.read(4096)
+    except COMPRESSION_ERRORS as e:
+        raise CorpusError(f"{url}: truncated or corrupt compressed stream ({e})") from e
+    head = start.lstrip()
+    if head.startswith((b"WARC/", b"filedesc://")):
+        return "warc"
+    if head.startswith((b"<mediawiki", b"<?xml")):
         return "mediawiki"
     if head.startswith(b"<doc "):
         return "wikiextractor"
     if head.startswith(b"{"):
         return "jsonl"
+    suffix = next((s for magic, s in _COMPRESSED_MAGIC.items() if head.startswith(magic)), None)
+    if suffix:
+        raise CorpusError(f"{url}: {suffix} compressed data under a name that does not end in {suffix}")
+    try:
+        if b"\x00" in start:
+            raise UnicodeDecodeError("utf-8", start, start.index(b"\x00"), start.index(b"\x00") + 1, "NUL byte")
+        codecs.getincrementaldecoder("utf-8")().decode(start, final=False)  # a character cut at 4096 bytes is fine
+    except UnicodeDecodeError as e:
+        raise CorpusError(
+            f"{url}: binary data or text that is not UTF-8 (byte {e.start}); formats: {', '.join(FORMATS)}"
+        ) from None
     return "lines"
 
 
@@ -113,7 +142,7 @@ def iter_wiki_pages(url: str) -> Iterator[tuple[WikiPage, frozenset[str]]]:
                     continue
                 text = "".join(revision.text or "" for revision in page)  # pages-articles: one revision
                 yield WikiPage(page.id, page.title, text), prefixes
-    except (EOFError, OSError) as e:  # bz2/gzip raise these on truncated or corrupt streams
+    except COMPRESSION_ERRORS as e:
         raise CorpusError(f"{url}: truncated or corrupt compressed stream ({e})") from e
     except (xml.etree.ElementTree.ParseError, mwxml.errors.MalformedXML, ValueError, KeyError) as e:
         raise CorpusError(f"{url}: not a MediaWiki XML dump ({type(e).__name__}: {e})") from e

@@ -12,6 +12,11 @@ block row keeps the sha256 of its document's source (page id, title and wikitext
 dump page), and a page whose source hash is found in the previous snapshot is not parsed,
 split or tokenized again: its rows are copied from the previous shard that holds them.
 The result is the snapshot a full ingest gives, byte for byte, only built faster.
+
+WARC files (CC-News) take two rounds: each file's articles are extracted on a worker and staged
+with their dedup keys, the driver drops the duplicates (:mod:`npmcore.dedup`), and the workers
+then split and tokenize the articles kept. An ingest that ``extends`` a corpus snapshot copies
+its shards, drops the files' articles that duplicate one of its articles, and adds the rest.
 """
 
 import functools
@@ -19,7 +24,7 @@ import hashlib
 import io
 import logging
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import islice
 from typing import Literal
 
@@ -34,6 +39,7 @@ from npmcore import __version__
 from npmcore.blocks import split_document
 from npmcore.cluster import map_bounded
 from npmcore.corpus import (
+    COMPRESSION_ERRORS,
     CorpusError,
     Document,
     Format,
@@ -46,11 +52,14 @@ from npmcore.corpus import (
     source_name,
     wiki_documents,
 )
+from npmcore.dedup import CONFIG as DEDUP_CONFIG
+from npmcore.dedup import ArticleKey, find_duplicates, signature, text_hash
 from npmcore.encoder import load_tokenizer, tokenizer_fingerprint
-from npmcore.snapshots import BLOCK_SCHEMA, CORPUS, open_corpus, read_shard
+from npmcore.snapshots import BLOCK_SCHEMA, CORPUS, WARC_BLOCK_SCHEMA, CorpusSnapshot, open_corpus, read_shard
 from npmcore.storage import (
     FileEntry,
     Manifest,
+    SnapshotError,
     SnapshotWriter,
     existing_snapshot,
     join,
@@ -59,10 +68,20 @@ from npmcore.storage import (
     snapshot_id,
     snapshot_url,
 )
+from npmcore.warc import EXTRACTOR, Article, WarcCounts, check_language, read_articles
 
 log = logging.getLogger(__name__)
 
 _DELIMITERS = {"wikiextractor": b"</doc>\n", "jsonl": b"\n", "lines": b"\n"}
+# The articles of a WARC file, staged between their extraction and their tokenization (not part of a snapshot)
+_ARTICLES = pa.schema(
+    [
+        *(pa.field(name, pa.string()) for name in ("doc_id", "title", "text", "source", "url")),
+        WARC_BLOCK_SCHEMA.field("date"),
+        pa.field("source_hash", pa.string()),
+        WARC_BLOCK_SCHEMA.field("minhash"),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -72,6 +91,8 @@ class IngestConfig:
     max_tokens: int = 256  # block length limit in encoder tokens, special tokens included
     partition_bytes: int = 8 << 20  # byte range per partition of an uncompressed line-based file
     pages_per_partition: int = 200  # dump pages per partition
+    lang: str = "en"  # format warc: the language articles are kept in (ISO 639-1)
+    strict: bool = False  # format warc: a bad record stops the ingest instead of being counted and skipped
 
 
 @dataclass(frozen=True)
@@ -107,6 +128,8 @@ class IngestedShard:
     blocks: int
     tokens: int
     reused_docs: int  # dump pages copied from the previous snapshot, not parsed again
+    warc: WarcCounts | None = None  # format warc: what the file held
+    articles: tuple[ArticleKey, ...] = ()  # format warc, staged: its articles' dedup keys, in record order
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[str]:
@@ -175,12 +198,13 @@ def reusable(previous: str, id_config: dict) -> bool:
 
 
 def plan_partitions(
-    files: list[str], formats: list[Format], config: IngestConfig, previous: str | None = None
+    files: list[str], formats: list[Format], config: IngestConfig, previous: str | None = None, first: int = 0
 ) -> Iterator[Partition]:
-    """Partitions of all inputs, numbered in input order (lazy: dumps are streamed). Dump pages
-    found in the ``previous`` corpus snapshot (by source hash) become :class:`ReusedPage` items."""
+    """Partitions of all inputs, numbered in input order from ``first`` (lazy: dumps are streamed).
+    Dump pages found in the ``previous`` corpus snapshot (by source hash) become :class:`ReusedPage`
+    items. A WARC file is one partition: its gzip members can only be found by reading it through."""
     known = previous_sources(previous) if previous else {}
-    index = 0
+    index = first
     for url, fmt in zip(files, formats, strict=True):
         source = source_name(url)
         if fmt == "mediawiki":
@@ -190,7 +214,7 @@ def plan_partitions(
                 yield Partition(index, source, fmt, url, pages=items, prefixes=batch[0][1], previous=previous)
                 index += 1
             continue
-        if infer_compression(url):  # compressed streams cannot be split: one partition per file
+        if fmt == "warc" or infer_compression(url):  # compressed streams cannot be split: one partition per file
             yield Partition(index, source, fmt, url)
             index += 1
             continue
@@ -203,24 +227,32 @@ def plan_partitions(
 
 def _read_range(part: Partition) -> tuple[str, int]:
     """Text of a partition's delimiter-aligned byte range and the byte offset it starts at."""
-    delimiter = _DELIMITERS[part.format]
-    with fsspec.open(part.url, "rb", compression="infer") as f:
-        if part.length is None:
-            data, start = f.read(), 0
-        else:
-            f.seek(part.offset)
-            if part.offset > 0:
-                seek_delimiter(f, delimiter, 1 << 16)
-            start = f.tell()
-            f.seek(part.offset + part.length)
-            seek_delimiter(f, delimiter, 1 << 16)
-            end = f.tell()
-            f.seek(start)
-            data = f.read(end - start)
+    try:
+        data, start = _read_bytes(part)
+    except COMPRESSION_ERRORS as e:
+        if not infer_compression(part.url):
+            raise
+        raise CorpusError(f"{part.url}: truncated or corrupt compressed stream ({e})") from e
     try:
         return data.decode("utf-8"), start
     except UnicodeDecodeError as e:
         raise CorpusError(f"{part.url}: not UTF-8 text near byte {start + e.start}") from e
+
+
+def _read_bytes(part: Partition) -> tuple[bytes, int]:
+    delimiter = _DELIMITERS[part.format]
+    with fsspec.open(part.url, "rb", compression="infer") as f:
+        if part.length is None:
+            return f.read(), 0
+        f.seek(part.offset)
+        if part.offset > 0:
+            seek_delimiter(f, delimiter, 1 << 16)
+        start = f.tell()
+        f.seek(part.offset + part.length)
+        seek_delimiter(f, delimiter, 1 << 16)
+        end = f.tell()
+        f.seek(start)
+        return f.read(end - start), start
 
 
 def _reused(page: WikiPage, known: dict[str, str]) -> WikiPage | ReusedPage:
@@ -270,9 +302,11 @@ def previous_rows(part: Partition) -> dict[str, list[dict]]:
     return rows
 
 
-def write_shard(part: Partition, staging: str, encoder: str | None, max_tokens: int) -> IngestedShard:
+def write_shard(part: Partition, staging: str, config: IngestConfig) -> IngestedShard:
     """Read, clean, split and tokenize one partition; write its Parquet shard (runs on a worker)."""
-    tokenizer = load_tokenizer(encoder)
+    if part.format == "warc":
+        return extract_warc(part, staging, config)
+    tokenizer = load_tokenizer(config.encoder)
     rows = {name: [] for name in BLOCK_SCHEMA.names}
     copied = previous_rows(part)
     docs = empty = tokens = 0
@@ -287,20 +321,117 @@ def write_shard(part: Partition, staging: str, encoder: str | None, max_tokens: 
         if not doc.text.strip():
             empty += 1
             continue
-        for block in split_document(doc, tokenizer, max_tokens):
+        for block in split_document(doc, tokenizer, config.max_tokens):
             for name in BLOCK_SCHEMA.names:
                 rows[name].append(digest if name == "source_hash" else getattr(block, name))
             tokens += len(block.token_ids)
-    buf = io.BytesIO()
-    pq.write_table(pa.table(rows, schema=BLOCK_SCHEMA), buf, compression="zstd")
-    data = buf.getvalue()
     path = f"blocks/part-{part.index:05d}.parquet"
+    entry = _write_table(pa.table(rows, schema=BLOCK_SCHEMA), join(staging, path))
+    reused = sum(isinstance(page, ReusedPage) for page in part.pages)
+    return IngestedShard(part.index, path, entry, docs, empty, len(rows["block_id"]), tokens, reused)
+
+
+def extract_warc(part: Partition, staging: str, config: IngestConfig) -> IngestedShard:
+    """The articles of one WARC file in ``config.lang`` and their dedup keys, staged in
+    ``articles/`` until :func:`deduplicate` has decided which are duplicates (runs on a worker)."""
+    articles, counts = read_articles(part.url, part.source, config.lang, config.strict)
+    keys = tuple(ArticleKey(a.doc_id, a.url, text_hash(a.text), signature(a.text)) for a in articles)
+    columns = {
+        name: [getattr(a, name) for a in articles] for name in ("doc_id", "title", "text", "source", "url", "date")
+    }
+    columns |= {"source_hash": [k.text_hash for k in keys], "minhash": [k.signature for k in keys]}
+    path = f"articles/part-{part.index:05d}.parquet"
+    entry = _write_table(pa.table(columns, schema=_ARTICLES), join(staging, path))
+    return IngestedShard(part.index, path, entry, len(articles), 0, 0, 0, 0, counts, keys)
+
+
+def write_articles(job: tuple[IngestedShard, frozenset[str]], staging: str, config: IngestConfig) -> IngestedShard:
+    """Split and tokenize the staged articles of one WARC file, but the duplicates ``job`` names, into
+    its shard with their URL, date and MinHash signature; the staged file is removed (runs on a worker)."""
+    staged, drop = job
+    with fsspec.open(join(staging, staged.path), "rb") as f:
+        table = pq.read_table(f)
+    tokenizer = load_tokenizer(config.encoder)
+    rows = {name: [] for name in WARC_BLOCK_SCHEMA.names}
+    for row in table.to_pylist():
+        if row["doc_id"] in drop:
+            continue
+        article = Article(row["doc_id"], row["title"], row["text"], row["source"], row["url"], row["date"])
+        for block in split_document(article, tokenizer, config.max_tokens):
+            for name in BLOCK_SCHEMA.names:
+                rows[name].append(row["source_hash"] if name == "source_hash" else getattr(block, name))
+            rows["url"].append(row["url"])
+            rows["date"].append(row["date"])
+            rows["minhash"].append(row["minhash"] if block.block_index == 0 else None)
+    path = f"blocks/part-{staged.index:05d}.parquet"
+    entry = _write_table(pa.table(rows, schema=WARC_BLOCK_SCHEMA), join(staging, path))
+    fsspec.core.url_to_fs(staging)[0].rm(join(staging, staged.path))
+    tokens = sum(len(ids) for ids in rows["token_ids"])
+    docs = staged.docs - len(drop)
+    return replace(staged, path=path, entry=entry, docs=docs, blocks=len(rows["block_id"]), tokens=tokens, articles=())
+
+
+def _write_table(table: pa.Table, url: str) -> FileEntry:
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd")
+    data = buf.getvalue()
+    with fsspec.open(url, "wb") as f:
+        f.write(data)
+    return FileEntry(sha256_bytes(data), len(data))
+
+
+def deduplicate(
+    results: list[IngestedShard], staging: str, config: IngestConfig, client: Client | None, extends: str | None
+) -> tuple[list[IngestedShard], dict[str, int]]:
+    """Decide which staged articles of the WARC files are duplicates (:func:`npmcore.dedup.find_duplicates`,
+    after the articles of the corpus ``extends``), then write the shards of the others. Returns all
+    shards and the WARC counts of the ingest."""
+    drops, verdicts = find_duplicates(((r.index, key) for r in results for key in r.articles), extends)
+    jobs = [(r, drops.get(r.index, frozenset())) for r in results if r.warc is not None]
+    fn = functools.partial(write_articles, staging=staging, config=config)
+    written = {s.index: s for s in map_bounded(fn, jobs, client)}
+    fs = fsspec.core.url_to_fs(staging)[0]
+    if fs.exists(join(staging, "articles")):  # an empty folder, where the staged articles were
+        fs.rm(join(staging, "articles"), recursive=True)
+    counts = {f.name: sum(getattr(r.warc, f.name) for r in written.values()) for f in fields(WarcCounts)}
+    return [written.get(r.index, r) for r in results], {**counts, **verdicts}
+
+
+def extended_corpus(extends: str, formats: list[Format], id_config: dict, previous: str | None) -> CorpusSnapshot:
+    """The corpus snapshot an ingest of ``formats`` extends, checked to take its blocks: same
+    tokenizer and block length (and language, when it holds crawled articles)."""
+    if previous is not None:
+        raise ValueError("an ingest reuses the pages of a previous dump or extends a corpus, not both")
+    if set(formats) != {"warc"}:
+        raise CorpusError(f"only WARC inputs extend a corpus; these are {', '.join(sorted(set(formats)))}")
+    base = open_corpus(extends)
+    keys = ["tokenizer", "max_tokens", *(["lang"] if "lang" in base.manifest.config else [])]
+    given = base.manifest.config
+    differ = [f"{k} {given[k]!r}, not {id_config[k]!r}" for k in keys if given[k] != id_config[k]]
+    if differ:
+        raise CorpusError(f"corpus {extends} cannot be extended: it has {'; '.join(differ)}")
+    return base
+
+
+def copy_shard(item: tuple[str, FileEntry], source: str, staging: str) -> tuple[str, FileEntry]:
+    """Copy one block shard of the corpus snapshot ``source`` into ``staging``, checked against its
+    checksum (runs on a worker)."""
+    path, entry = item
+    with fsspec.open(join(source, path), "rb") as f:
+        data = f.read()
+    if sha256_bytes(data) != entry.sha256:
+        raise SnapshotError(f"snapshot {source}: checksum mismatch in {path} (manifest sha256 {entry.sha256[:12]}…)")
     with fsspec.open(join(staging, path), "wb") as f:
         f.write(data)
-    reused = sum(isinstance(page, ReusedPage) for page in part.pages)
-    return IngestedShard(
-        part.index, path, FileEntry(sha256_bytes(data), len(data)), docs, empty, len(rows["block_id"]), tokens, reused
-    )
+    return path, entry
+
+
+def copy_shards(base: CorpusSnapshot, staging: str, client: Client | None, writer: SnapshotWriter) -> int:
+    """Copy every shard of ``base`` into the snapshot being written; returns the next free shard index."""
+    fn = functools.partial(copy_shard, source=base.url, staging=staging)
+    for path, entry in map_bounded(fn, base.shards, client):
+        writer.add(path, entry)
+    return 1 + max(int(path.removesuffix(".parquet").rsplit("-", 1)[1]) for path, _ in base.shards)
 
 
 def ingest(
@@ -310,6 +441,7 @@ def ingest(
     client: Client | None = None,
     on_shard: Callable[[IngestedShard], None] | None = None,
     previous: str | None = None,
+    extends: str | None = None,
 ) -> str:
     """Ingest ``inputs`` into a corpus snapshot under ``store``; returns its URL.
 
@@ -318,6 +450,9 @@ def ingest(
     config is returned as is. ``on_shard`` is called with each finished shard's result.
     ``previous`` (a corpus snapshot of an earlier dump, same tokenizer and max_tokens) only
     saves work: its unchanged pages are copied instead of parsed; the snapshot is the same.
+    ``extends`` (a corpus snapshot; WARC inputs only): the new snapshot holds its blocks and the
+    inputs' articles that are not duplicates of its articles (a monthly CC-News backfill); inputs
+    it already holds (same sha256) return it unchanged.
     """
     if config.max_tokens < 32:
         raise ValueError(f"max_tokens must be >= 32, got {config.max_tokens}")
@@ -334,6 +469,15 @@ def ingest(
         "partition_bytes": config.partition_bytes,
         "pages_per_partition": config.pages_per_partition,
     }
+    if "warc" in formats:  # only then: the ids of other ingests stay what they were
+        id_config |= {"lang": check_language(config.lang), "extractor": EXTRACTOR, "dedup": DEDUP_CONFIG}
+    base = extended_corpus(extends, formats, id_config, previous) if extends else None
+    if base is not None:
+        known = {e["sha256"] for e in base.manifest.inputs}
+        if all(e["sha256"] in known for e in input_entries):
+            log.info("corpus snapshot %s already holds %s; nothing to add", extends, ", ".join(files))
+            return extends
+        id_config["extends"] = base.manifest.id
     snap_id = snapshot_id(CORPUS, [{k: e[k] for k in ("source", "format", "sha256")} for e in input_entries], id_config)
     url = snapshot_url(store, CORPUS, snap_id)
     if existing_snapshot(url):
@@ -343,22 +487,29 @@ def ingest(
     if previous is not None and not reusable(previous, id_config):
         previous = None
     with SnapshotWriter(store, CORPUS, snap_id) as writer:
-        fn = functools.partial(
-            write_shard, staging=writer.url("").rstrip("/"), encoder=config.encoder, max_tokens=config.max_tokens
-        )
+        staging = writer.url("").rstrip("/")
+        first = copy_shards(base, staging, client, writer) if base is not None else 0
+        fn = functools.partial(write_shard, staging=staging, config=config)
         results = []
-        for result in map_bounded(fn, plan_partitions(files, formats, config, previous), client):
+        for result in map_bounded(fn, plan_partitions(files, formats, config, previous, first), client):
             results.append(result)
             if on_shard is not None:
                 on_shard(result)
         results.sort(key=lambda r: r.index)
+        warc_counts = {}
+        if "warc" in formats:
+            results, warc_counts = deduplicate(results, staging, config, client, extends)
         counts = {k: sum(getattr(r, k) for r in results) for k in ("docs", "empty_docs", "blocks", "tokens")}
-        if counts["blocks"] == 0:
-            raise CorpusError(f"no document with text in {', '.join(files)} ({counts['docs']} documents read)")
         if counts["empty_docs"]:
             log.warning("skipped %d documents with no text", counts["empty_docs"])
         if previous is not None:
             log.info("%d of %d documents copied from %s", sum(r.reused_docs for r in results), counts["docs"], previous)
+        if base is not None:
+            log.info("%d new documents added to the %d of %s", counts["docs"], base.manifest.counts["docs"], extends)
+            counts = {k: v + base.manifest.counts[k] for k, v in counts.items()}
+            input_entries = base.manifest.inputs + input_entries
+        if counts["blocks"] == 0:
+            raise CorpusError(f"no document with text in {', '.join(files)} ({counts['docs']} documents read)")
         for r in results:
             writer.add(r.path, r.entry)
         manifest = Manifest(
@@ -366,7 +517,7 @@ def ingest(
             id=snap_id,
             inputs=input_entries,
             config={**id_config, "encoder": config.encoder or "default"},
-            counts={**counts, "shards": len(results)},
+            counts={**counts, "shards": len(writer.files), **warc_counts},
             files=dict(writer.files),
         )
         return writer.commit(manifest)

@@ -36,8 +36,20 @@ BLOCK_SCHEMA = pa.schema(
         ("token_ids", pa.list_(pa.int32())),
         ("title_tokens", pa.int32()),  # the first title_tokens non-special token ids spell the "{title}. " prefix
         ("content_hash", pa.string()),
-        ("source_hash", pa.string()),  # sha256 of the document's source (dump pages: page id, title, wikitext)
+        ("source_hash", pa.string()),  # sha256 of the document's source (dump pages: page id, title, wikitext;
+        # crawled articles: their text, whitespace collapsed, the exact-duplicate key of npmcore.dedup)
     ]
+)
+# Shards of crawled articles (format warc) add three columns; shards of the other formats are
+# unchanged, byte for byte, so their snapshot ids keep naming the same content.
+WARC_BLOCK_SCHEMA = (
+    BLOCK_SCHEMA.append(pa.field("url", pa.string()))
+    .append(
+        pa.field("date", pa.timestamp("us", tz="UTC"))  # WARC-Date: when the page was crawled
+    )
+    .append(
+        pa.field("minhash", pa.list_(pa.uint32()))  # the article's MinHash signature, on its first block (else null)
+    )
 )
 DATASTORE_ARRAYS = ("vectors", "tokens", "offsets")
 

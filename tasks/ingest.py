@@ -18,8 +18,15 @@ from tasks import HOUR, is_transient
     timeout_seconds=12 * HOUR,
 )
 def ingest_corpus_task(
-    inputs: list[str], store: str, config: IngestConfig, dask_address: str, progress: bool, previous: str | None = None
+    inputs: list[str],
+    store: str,
+    config: IngestConfig,
+    dask_address: str,
+    progress: bool,
+    previous: str | None = None,
+    extends: str | None = None,
 ) -> str:
-    """Ingest ``inputs`` into ``store`` (copying unchanged dump pages from ``previous``); returns the snapshot URL."""
+    """Ingest ``inputs`` into ``store`` (copying unchanged dump pages from ``previous``, or extending the
+    corpus ``extends``); returns the snapshot URL."""
     with dask_client(dask_address) as client, shard_progress("ingesting") if progress else nullcontext() as on_shard:
-        return ingest(inputs, store, config, client, on_shard=on_shard, previous=previous)
+        return ingest(inputs, store, config, client, on_shard=on_shard, previous=previous, extends=extends)

@@ -27,6 +27,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+PYWB = ROOT / "tests" / "data" / "pywb"  # real crawler output from pywb's wheel (its README.md)
 NEWS_ARTICLES = 60  # Lee news articles in the shared index (about 15k tokens)
 NEWS_PARTITION_MB = 0.025  # several corpus shards, so that merging and resuming have something to do
 

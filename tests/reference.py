@@ -1,4 +1,4 @@
-"""Brute-force references for NPM inference: the paper's formulas with Python loops."""
+"""Brute-force references: NPM inference (the paper's formulas with Python loops) and duplicate articles."""
 
 import math
 from collections import defaultdict
@@ -80,3 +80,28 @@ def brute_force(blocks, vectors, block_numbers, q_start, q_end, tables, k, l_max
 def assert_same_answers(answers, reference, n=5):
     assert [a.token_ids for a in answers[:n]] == [p for p, _ in reference[:n]]
     np.testing.assert_allclose([a.score for a in answers[:n]], [s for _, s in reference[:n]], atol=1e-4)
+
+
+def jaccard(a: set, b: set) -> float:
+    return len(a & b) / len(a | b)
+
+
+def unique_articles(pages: list, kept: list | None = None) -> list:
+    """The pages (with ``url`` and ``text``) a first-seen-wins pass keeps after ``kept``: not those with
+    the URL or the text (whitespace collapsed) of a page kept before, nor those whose exact Jaccard
+    similarity to one is at least the threshold (word shingles of :mod:`npmcore.dedup`)."""
+    from npmcore.dedup import THRESHOLD, shingles
+
+    kept = list(kept or [])
+    new = []
+    for page in pages:
+        if any(
+            page.url == k.url
+            or " ".join(page.text.split()) == " ".join(k.text.split())
+            or jaccard(shingles(page.text), shingles(k.text)) >= THRESHOLD
+            for k in kept
+        ):
+            continue
+        kept.append(page)
+        new.append(page)
+    return new

@@ -1,15 +1,21 @@
 """Incremental backfill: a second version of a dump (articles edited, added, deleted) reuses
-the first version's vectors for unchanged blocks and its trained index; both stay queryable."""
+the first version's vectors for unchanged blocks and its trained index; both stay queryable.
+A month of CC-News WARC files extends the corpus: only its new articles are embedded."""
 
 import bz2
 import re
+from datetime import date
 
 import numpy as np
 import pytest
+from conftest import PYWB
+from news_warc import write_news_months
+from reference import unique_articles
 from typer.testing import CliRunner
 
+from flows.backfill import BackfillParams, dump_format
 from flows.cli import app
-from npmcore.corpus import iter_wiki_pages
+from npmcore.corpus import CorpusError, iter_wiki_pages
 from npmcore.datastore import build_datastore
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.ingest import IngestConfig, ingest
@@ -120,4 +126,38 @@ def test_backfill_embeds_only_new_blocks_and_keeps_both_versions_queryable(dump_
     assert deleted in evidence_titles[old_index] and deleted not in evidence_titles[new_index]
 
     missing = runner.invoke(app, ["backfill", str(tmp_path / "nope.xml"), "--date", "2026-03-01", "--store", store])
-    assert missing.exit_code == 2 and "nope.xml does not exist" in " ".join(missing.output.split())
+    assert missing.exit_code == 2 and "nope.xml: no such file or folder" in " ".join(missing.output.split())
+
+
+def test_a_backfill_takes_one_dump_or_a_month_of_warc_files(dump_path, tmp_path):
+    old = BackfillParams(dump=dump_path, dump_date="2026-01-01")  # a deployment's parameters before WARC files
+    assert old.dump == [dump_path] and old.dump_date == date(2026, 1, 1)
+    month = BackfillParams(dump=["a.warc.gz", "b.warc.gz"], dump_date="2026-11")
+    assert month.dump == ["a.warc.gz", "b.warc.gz"] and month.dump_date == date(2026, 11, 1)
+    crawl = str(PYWB / "example-wget-1-14.warc.gz")
+    assert (dump_format([dump_path]), dump_format([crawl])) == ("mediawiki", "warc")
+    with pytest.raises(CorpusError, match="takes MediaWiki dump files or WARC files, not mediawiki and warc files"):
+        dump_format([dump_path, crawl])
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # two index builds: OPQ training takes minutes on two shared cores
+def test_backfilling_a_month_of_news_embeds_only_its_new_articles(tmp_path):
+    october, november = write_news_months(tmp_path / "cc-news", articles=40)  # 40 in October: a short index build
+    store = str(tmp_path / "store")
+    runner = CliRunner()
+    first = runner.invoke(app, ["backfill", *map(str, october.files), "--date", "2026-10", "--store", store])
+    assert first.exit_code == 0, first.output
+    second = runner.invoke(app, ["backfill", *map(str, november.files), "--date", "2026-11", "--store", store])
+    assert second.exit_code == 0, second.output
+    old, new = open_index(printed_index(first.output)), open_index(printed_index(second.output))
+    assert open_snapshot(new.corpus).config["extends"] == open_snapshot(old.corpus).id
+    kept = unique_articles([p for p in october.articles if p.kind != "foreign"])
+    added = unique_articles([p for p in november.articles if p.kind != "foreign"], kept)
+    assert open_snapshot(new.corpus).counts["articles"] == len(added) == 50  # November's own 50 articles
+    old_hashes, new_hashes = hashes(old.corpus), hashes(new.corpus)
+    assert new_hashes[: len(old_hashes)] == old_hashes  # October's blocks, then November's new articles
+    assert open_snapshot(new.datastore).counts["reused_blocks"] == len(old_hashes)  # only November's are embedded
+    assert new.manifest.config["trained"] == old.url
+    again = runner.invoke(app, ["backfill", *map(str, november.files), "--date", "2026-11", "--store", store])
+    assert again.exit_code == 0 and printed_index(again.output) == new.url  # a month backfilled twice adds nothing

@@ -1,11 +1,13 @@
-"""Corpus readers on real samples: the gensim Wikipedia dump, WikiExtractor output, news."""
+"""Corpus readers on real samples: the gensim Wikipedia dump, WikiExtractor output, news; format detection."""
 
 import bz2
+import gzip
 import json
 import re
 
 import mwxml
 import pytest
+from conftest import PYWB
 
 from npmcore.corpus import (
     CorpusError,
@@ -16,7 +18,8 @@ from npmcore.corpus import (
     read_wikiextractor,
     wiki_documents,
 )
-from npmcore.ingest import IngestConfig, documents, expand_inputs, plan_partitions
+from npmcore.ingest import IngestConfig, documents, expand_inputs, ingest, plan_partitions
+from npmcore.storage import list_snapshots
 
 
 def test_dump_reader_keeps_main_namespace_articles_only(dump_path):
@@ -109,3 +112,49 @@ def test_bad_inputs_name_the_file_and_the_problem(tmp_path, dump_path):
         list(read_jsonl('{"title": "no id or text"}\n', "bad.jsonl", 0))
     with pytest.raises(CorpusError, match="has no closing"):
         list(read_wikiextractor('<doc id="1" url="u" title="T">\nT\ntext\n', "bad"))
+
+
+def test_auto_detects_crawls_by_name_and_content_and_never_reads_binary_data_as_lines(tmp_path, news_path):
+    crawl = PYWB / "example-wget-1-14.warc.gz"
+    renamed = tmp_path / "crawl.dat"  # an uncompressed WARC under another name: its magic says it
+    renamed.write_bytes(gzip.decompress(crawl.read_bytes()))
+    arc = tmp_path / "old-crawl.dat"
+    arc.write_bytes(gzip.decompress((PYWB / "example.arc.gz").read_bytes()))
+    xml = tmp_path / "dump.txt"
+    xml.write_text('<?xml version="1.0" encoding="utf-8"?>\n<mediawiki>\n')
+    assert [detect_format(str(p)) for p in (crawl, renamed, arc, xml)] == ["warc", "warc", "warc", "mediawiki"]
+    gz = tmp_path / "news.dat"
+    gz.write_bytes(gzip.compress(open(news_path, "rb").read()))
+    with pytest.raises(CorpusError, match="news.dat: .gz compressed data under a name that does not end in .gz"):
+        detect_format(str(gz))
+    image = tmp_path / "image.txt"
+    image.write_bytes(b"GIF89a\x01\x00\x01\x00\x00\xff\x00,")
+    with pytest.raises(CorpusError, match=r"image.txt: binary data or text that is not UTF-8 \(byte 7\)"):
+        detect_format(str(image))
+    latin = tmp_path / "news.cor"
+    latin.write_bytes("The bill came to £5 million.\n".encode("latin-1"))
+    with pytest.raises(CorpusError, match=r"news.cor: binary data or text that is not UTF-8 \(byte 17\)"):
+        detect_format(str(latin))
+
+
+@pytest.mark.parametrize("fmt", ["lines", "jsonl", "wikiextractor", "mediawiki", "warc"])
+def test_a_truncated_gz_of_every_format_fails_with_its_name_and_leaves_no_snapshot(
+    fmt, tmp_path, news_path, enwiki_shard, dump_path
+):
+    raw = {
+        "lines": lambda: open(news_path, "rb").read(),
+        "jsonl": lambda: "".join(
+            json.dumps({"id": i, "text": t}) + "\n" for i, t in enumerate(open(news_path))
+        ).encode(),
+        "wikiextractor": lambda: open(enwiki_shard, "rb").read(),
+        "mediawiki": lambda: bz2.open(dump_path).read(),
+        "warc": lambda: gzip.decompress((PYWB / "example-wget-1-14.warc.gz").read_bytes()),
+    }[fmt]()
+    name = {"lines": "news.txt.gz", "jsonl": "news.jsonl.gz", "wikiextractor": "wiki_00.gz"}.get(fmt, f"x.{fmt}.gz")
+    data = (PYWB / "example-wget-1-14.warc.gz").read_bytes() if fmt == "warc" else gzip.compress(raw)
+    cut = tmp_path / name.replace("x.mediawiki", "dump.xml")
+    cut.write_bytes(data[: len(data) // 2])
+    assert detect_format(str(cut)) == fmt
+    with pytest.raises(CorpusError, match=rf"{cut.name}: .*(truncated|corrupt)"):
+        ingest([str(cut)], str(tmp_path / "store"))
+    assert list_snapshots(str(tmp_path / "store"), "corpus") == []
