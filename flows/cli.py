@@ -3,6 +3,7 @@ function, and prints. Errors a user can fix print one line and exit with status 
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -184,6 +185,22 @@ def demo_command(
     )
     uri = tracking_uri(absolute_store(store))
     console.print(demo_story(result, open_snapshot(result.corpus), encoder, str(CLOZE_TEST), uri), highlight=False)
+
+
+@app.command(name="serve")
+@command
+def serve_command() -> None:
+    """Serve the deployments of infra/prefect.yaml (train, index-rebuild, backfill-dump) from this process until
+    Ctrl-C, to run from the UI of a running `prefect server start` (PREFECT_API_URL; default 127.0.0.1:4200)."""
+    from prefect import serve
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.serve import deployments, server_api
+
+    url = server_api()
+    os.environ["PREFECT_API_URL"] = url  # the runs' subprocesses report to it too
+    with temporary_settings({PREFECT_API_URL: url}):
+        serve(*deployments())
 
 
 @app.command(name="train")
