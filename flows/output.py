@@ -194,7 +194,7 @@ def shown(url: str) -> str:
 
 def indented(renderable: RenderableType | str, left: int = 2) -> Padding:
     """Indented; wrapped lines keep the indentation."""
-    return Padding(renderable, (0, 0, 0, left))
+    return Padding(renderable, (0, 0, 0, left), expand=False)
 
 
 def demo_story(result: "PipelineResult", corpus: "Manifest", encoder: str, data: str, tracking_uri: str) -> Group:
@@ -212,7 +212,8 @@ def demo_story(result: "PipelineResult", corpus: "Manifest", encoder: str, data:
     for answered in result.answered:
         lines += [Text(), Text("A query, answered from the corpus", style="bold"), indented(escape(answered.query))]
         best, *others = answered.answers
-        lines.append(indented(f"→ [bold green]{escape(best.answer)}[/] ({best.score:.2f}), as in {best.block_id}:", 2))
+        answer = f"→ [bold green]{escape(best.answer)}[/] ({best.score:.2f}), from block {best.block_id}:"
+        lines.append(indented(answer, 2))
         lines.append(indented(evidence_sentence(best.passage, best.start, best.end), 4))
         if others:
             lines.append(indented("then " + ", ".join(f"{escape(a.answer)} ({a.score:.2f})" for a in others), 2))

@@ -2,6 +2,7 @@
 No table may cut a word: every word of every cell appears whole in the output, and no line is wider than 80."""
 
 import io
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -14,6 +15,7 @@ from npmcore.storage import Manifest
 
 FACTORY = "OPQ48,PQ48np"
 CORPUS = {"docs": 398, "blocks": 3015, "tokens": 689_972}
+DEMO_QUERY = "Anarchism is a political philosophy that advocates [MASK] societies."
 
 
 def manifest(counts: dict[str, int]) -> Manifest:
@@ -105,11 +107,11 @@ def test_a_table_that_fits_is_printed_as_it_is():
     assert values.split() == ["398", "3,015", "689,972"]
 
 
-def test_the_demo_story_names_what_was_built_the_answer_its_evidence_and_what_to_run_next(tmp_path, monkeypatch):
+def demo_output() -> str:
+    """The demo's story of a realistic pipeline result, as printed at 80 columns (the store in the working folder)."""
     from flows.output import demo_story
 
-    monkeypatch.chdir(tmp_path)
-    store = tmp_path / "npm-store"
+    store = Path.cwd() / "npm-store"
     passage = (
         "Anarchism. Anarchism is a political philosophy and movement that is skeptical of all justifications for "
         "authority. Anarchism is a political philosophy that advocates self-governed societies based on voluntary "
@@ -117,10 +119,8 @@ def test_the_demo_story_names_what_was_built_the_answer_its_evidence_and_what_to
     )
     start = passage.index("self-governed")
     answers = [
-        ShownAnswer(
-            answer="self-governed", score=0.41, block_id="enwiki:12#0", passage=passage, start=start, end=start + 13
-        ),
-        ShownAnswer(answer="stateless", score=0.2, block_id="enwiki:12#0", passage=passage, start=0, end=9),
+        ShownAnswer(answer="self-governed", score=0.41, block_id="12#0", passage=passage, start=start, end=start + 13),
+        ShownAnswer(answer="stateless", score=0.2, block_id="12#0", passage=passage, start=0, end=9),
     ]
     result = PipelineResult(
         corpus=f"{store}/corpus/90f09899a83ed471",
@@ -129,14 +129,16 @@ def test_the_demo_story_names_what_was_built_the_answer_its_evidence_and_what_to
         factory=FACTORY,
         tokens=683_959,
         rows=DEMO_ROWS,
-        answered=[
-            Answered(query="Anarchism is a political philosophy that advocates [MASK] societies.", answers=answers)
-        ],
+        answered=[Answered(query=DEMO_QUERY, answers=answers)],
         run_id="8eb96a2bbe98434f9093ff4130430fcd",
     )
-    corpus = manifest(CORPUS)
-    cloze = tmp_path / "bench" / "data" / "cloze-test.jsonl"
-    text = rendered(demo_story(result, corpus, "the shipped encoder", str(cloze), f"sqlite:///{store}/mlflow.db"))
+    cloze = Path.cwd() / "bench" / "data" / "cloze-test.jsonl"
+    uri = f"sqlite:///{store}/mlflow.db"
+    return rendered(demo_story(result, manifest(CORPUS), "the shipped encoder", str(cloze), uri))
+
+
+def test_the_demo_story_names_what_was_built_the_answer_its_evidence_and_what_to_run_next():
+    text = demo_output()
     assert_legible(text, cells(rows_table(DEMO_ROWS)))
     assert "398 documents, 3,015 blocks, 689,972 tokens" in text
     assert "npm-store/corpus/90f09899a83ed471" in text and "npm-store/index/5b7c0d9e1f2a3b4c" in text
