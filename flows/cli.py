@@ -782,7 +782,7 @@ def dask_certs_command(
     host: Annotated[list[str], typer.Option(help="Name or IP address of the scheduler and workers (repeatable).")],
 ) -> None:
     """Write a private certificate authority and scheduler, worker and client certificates for a Dask cluster with
-    mutual TLS (see infra/README.md: a client without a certificate of this authority is refused)."""
+    mutual TLS (see docs/operate.md: a client without a certificate of this authority is refused)."""
     from npmcore.security import write_dask_certificates
 
     print(write_dask_certificates(folder, host))

@@ -159,14 +159,15 @@ def rows_table(rows: list["EvalRow"]) -> Table:
 
 
 def highlight(text: str, start: int, end: int, context: int = 100) -> str:
-    """The span in bold with up to ``context`` characters either side (rich markup)."""
+    """The span in «» and bold with up to ``context`` characters either side (rich markup; the marks show
+    where there is no bold, in a log)."""
     lo, hi = max(0, start - context), min(len(text), end + context)
     return (
         ("…" if lo else "")
         + escape(text[lo:start])
-        + "[bold yellow]"
+        + "[bold yellow]«"
         + escape(text[start:end])
-        + "[/]"
+        + "»[/]"
         + escape(text[end:hi])
         + ("…" if hi < len(text) else "")
     )

@@ -145,7 +145,7 @@ def test_the_demo_story_names_what_was_built_the_answer_its_evidence_and_what_to
     assert "self-governed (0.41)" in text and "stateless (0.20)" in text
     # the evidence is the sentence that holds the answer, not the passage's first sentence
     sentence = " ".join(text.split("self-governed (0.41)")[1].split())
-    assert "advocates self-governed societies based on voluntary institutions." in sentence
+    assert "advocates «self-governed» societies based on voluntary institutions." in sentence
     assert "skeptical" not in sentence.split("then stateless")[0]
     assert 'npmcore query --index npm-store/index/5b7c0d9e1f2a3b4c "… [MASK] …"' in text
     assert "mlflow ui --backend-store-uri sqlite:///npm-store/mlflow.db" in text

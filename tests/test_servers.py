@@ -21,7 +21,7 @@ DEPLOYMENTS = {"index_rebuild/index-rebuild", "train_encoder/train", "backfill_d
 
 @pytest.fixture(scope="module")
 def deployed(prefect_env) -> dict:
-    """The README's commands: a process work pool and `prefect deploy --all`."""
+    """docs/operate.md's commands: a process work pool and `prefect deploy --all`."""
     prefect(prefect_env, "work-pool", "create", "npm", "--type", "process")
     prefect(prefect_env, "--no-prompt", "deploy", "--all", "--prefect-file", "infra/prefect.yaml")
     return prefect_env
