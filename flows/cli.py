@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flows.output import Legible, counts_table, crawl_table, evaluation, highlight, number, shown, table
+from flows.output import Legible, counts_table, crawl_table, evaluation, highlight, indented, number, shown, table
 from flows.params import ClusterParams, IngestParams, absolute_store
 from npmcore.corpus import FORMATS
 from npmcore.snapshots import CORPUS
@@ -574,12 +574,11 @@ def query_command(
         console.print(f"[bold]{escape(text)}[/]")
         for rank, (answer, spans) in enumerate(found, 1):
             console.print(f"  {rank}. [bold green]{escape(answer.text)}[/]  {answer.score:.3f}")
-            for span in spans:
-                console.print(
-                    f"     [dim]{span.block_id}[/] [italic]{escape(span.title)}[/]: "
-                    + highlight(span.text, span.start, span.end),
-                    highlight=False,
+            for span in spans:  # wrapped lines keep the indentation
+                evidence = f"[dim]{span.block_id}[/] [italic]{escape(span.title)}[/]: " + highlight(
+                    span.text, span.start, span.end
                 )
+                console.print(indented(evidence, 5), highlight=False)
 
 
 @app.command(name="eval")
