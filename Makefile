@@ -9,7 +9,7 @@ INSTALLER ?= uv
 # torch pinned, as pip finds it (here: a CPU wheel on local disk, named by pip's find-links, which uv does not
 # read); a looser spec, or torch taken straight from the package index, would pull a multi-GB CUDA build
 TORCH = torch==2.13.0
-TORCH_URL = $(BIN)/pip install --quiet --dry-run --no-deps --report - $(TORCH) \
+TORCH_URL = $(BIN)/pip install --quiet --dry-run --ignore-installed --no-deps --report - $(TORCH) \
 	| $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["install"][0]["download_info"]["url"])'
 # Two pytest workers (pytest-xdist), each running whole test modules (groups: tests/conftest.py)
 PARALLEL ?= -n 2 --dist loadgroup
