@@ -218,10 +218,9 @@ def demo_story(result: "PipelineResult", corpus: "Manifest", encoder: str, data:
         lines.append(indented(evidence_sentence(best.passage, best.start, best.end), 4))
         if others:
             lines.append(indented("then " + ", ".join(f"{escape(a.answer)} ({a.score:.2f})" for a in others), 2))
-    n = sum(r.n for r in result.rows[:1])
     lines += [
         Text(),
-        Text(f"Evaluated on {n} cloze facts of the corpus ({shown(data)})", style="bold"),
+        Text(f"Evaluated on {result.rows[0].n} cloze facts of the corpus ({shown(data)})", style="bold"),
         evaluation(result.rows),
         Text(f"MLflow: parent run {result.run_id}, experiment npm-pipeline"),
         Text(),
@@ -235,17 +234,25 @@ def next_commands(index: str, tracking_uri: str) -> list[RenderableType]:
     bin_dir = Path(sys.executable).parent
     on_path = str(bin_dir) in os.environ.get("PATH", "").split(os.pathsep)
     first = "" if on_path else f" (first: source {shown(str(bin_dir / 'activate'))})"
-    if tracking_uri.startswith("sqlite:///"):
-        mlflow = f"mlflow ui --backend-store-uri sqlite:///{shown(tracking_uri.removeprefix('sqlite:///'))}"
+    store = shown(index.rstrip("/").rsplit("/", 2)[0])
+    serve = "npmcore serve" if store == "npm-store" else f"NPM_STORE={store} npmcore serve"  # the store it trains on
+    if tracking_uri.startswith("sqlite:///"):  # the store's own tracking database
+        mlflow = [
+            "the runs, in the MLflow UI (http://127.0.0.1:5000):",
+            f"mlflow ui --backend-store-uri sqlite:///{shown(tracking_uri.removeprefix('sqlite:///'))}",
+        ]
     else:
-        mlflow = f"open {tracking_uri}"
-    return [
-        Text(f"Next{first}", style="bold"),
-        indented(Text("your own sentence:", style="dim")),
-        indented(Text(f'npmcore query --index {shown(index)} "… [MASK] …"'), 4),
-        indented(Text("the runs, in the MLflow UI (http://127.0.0.1:5000):", style="dim")),
-        indented(Text(mlflow), 4),
-        indented(Text("train from the Prefect UI (http://127.0.0.1:4200, Deployments › train › Run):", style="dim")),
-        indented(Text("prefect server start", style=""), 4),
-        indented(Text("npmcore serve            (in a second terminal)"), 4),
-    ]
+        mlflow = ["the runs, in the MLflow UI:", f"open {tracking_uri}"]
+    if api := os.environ.get("PREFECT_API_URL"):  # a running server: the demo's runs are in its UI already
+        prefect = [f"train from the Prefect UI ({api.removesuffix('/api')}, Deployments › train › Run):", serve]
+    else:
+        prefect = [
+            "train from the Prefect UI (http://127.0.0.1:4200, Deployments › train › Run):",
+            "prefect server start",
+            f"{serve}            (in a second terminal)",
+        ]
+    steps = [["your own sentence:", f'npmcore query --index {shown(index)} "… [MASK] …"'], mlflow, prefect]
+    lines: list[RenderableType] = [Text(f"Next{first}", style="bold")]
+    for what, *commands in steps:
+        lines += [indented(Text(what, style="dim")), *(indented(Text(command), 4) for command in commands)]
+    return lines

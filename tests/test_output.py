@@ -5,7 +5,7 @@ import io
 from pathlib import Path
 
 import pytest
-from rich.console import Console
+from rich.console import Console, Group
 from rich.table import Table
 
 from flows.evaluate import EvalRow
@@ -150,3 +150,17 @@ def test_the_demo_story_names_what_was_built_the_answer_its_evidence_and_what_to
     assert 'npmcore query --index npm-store/index/5b7c0d9e1f2a3b4c "… [MASK] …"' in text
     assert "mlflow ui --backend-store-uri sqlite:///npm-store/mlflow.db" in text
     assert "prefect server start" in text and "npmcore serve" in text
+
+
+def test_the_next_commands_follow_the_store_and_the_servers_in_use(tmp_path, monkeypatch):
+    from flows.output import next_commands
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PREFECT_API_URL", "http://prefect.internal:4200/api")  # a running server
+    printed = rendered(Group(*next_commands(f"{tmp_path}/other-store/index/5b7c0d9e1f2a3b4c", "http://mlflow:5000")))
+    assert max(map(len, printed.splitlines())) <= 80
+    text = " ".join(printed.split())  # a long line is wrapped
+    assert 'npmcore query --index other-store/index/5b7c0d9e1f2a3b4c "… [MASK] …"' in text
+    assert "open http://mlflow:5000" in text and "mlflow ui" not in text
+    assert "http://prefect.internal:4200, Deployments › train › Run" in text and "prefect server start" not in text
+    assert "NPM_STORE=other-store npmcore serve" in text  # it trains on the demo's store
