@@ -184,7 +184,8 @@ def demo_command(
         else "the shipped NPM-trained MiniLM-L6 (npmcore/checkpoints/npm-minilm-l6)"
     )
     uri = tracking_uri(absolute_store(store))
-    console.print(demo_story(result, open_snapshot(result.corpus), encoder, str(CLOZE_TEST), uri), highlight=False)
+    story = demo_story(result, open_snapshot(result.corpus), encoder, str(CLOZE_TEST), uri)
+    console.print(story, highlight=False, crop=False)  # its commands are whole lines, however long
 
 
 @app.command(name="serve")

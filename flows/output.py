@@ -230,29 +230,36 @@ def demo_story(result: "PipelineResult", corpus: "Manifest", encoder: str, data:
 
 
 def next_commands(index: str, tracking_uri: str) -> list[RenderableType]:
-    """Query your own sentence, browse the runs in the MLflow UI, train from the Prefect UI."""
+    """Query your own sentence, browse the runs in the MLflow UI, train from the Prefect UI. A command is
+    one line, never wrapped, so that it can be copied whole (print with ``crop=False``)."""
     bin_dir = Path(sys.executable).parent
     on_path = str(bin_dir) in os.environ.get("PATH", "").split(os.pathsep)
     first = "" if on_path else f" (first: source {shown(str(bin_dir / 'activate'))})"
     store = shown(index.rstrip("/").rsplit("/", 2)[0])
     serve = "npmcore serve" if store == "npm-store" else f"NPM_STORE={store} npmcore serve"  # the store it trains on
-    if tracking_uri.startswith("sqlite:///"):  # the store's own tracking database
-        mlflow = [
-            "the runs, in the MLflow UI (http://127.0.0.1:5000):",
-            f"mlflow ui --backend-store-uri sqlite:///{shown(tracking_uri.removeprefix('sqlite:///'))}",
-        ]
-    else:
-        mlflow = ["the runs, in the MLflow UI:", f"open {tracking_uri}"]
+    mlflow: list[str] = []  # a tracking server is open already; the store's own database needs a UI
+    mlflow_ui = tracking_uri
+    if tracking_uri.startswith("sqlite:///"):
+        mlflow, mlflow_ui = (
+            [f"mlflow ui --backend-store-uri sqlite:///{shown(tracking_uri[10:])}"],
+            "http://127.0.0.1:5000",
+        )
+    prefect, prefect_ui = ["prefect server start", serve], "http://127.0.0.1:4200"
     if api := os.environ.get("PREFECT_API_URL"):  # a running server: the demo's runs are in its UI already
-        prefect = [f"train from the Prefect UI ({api.removesuffix('/api')}, Deployments › train › Run):", serve]
-    else:
-        prefect = [
-            "train from the Prefect UI (http://127.0.0.1:4200, Deployments › train › Run):",
-            "prefect server start",
-            f"{serve}            (in a second terminal)",
-        ]
-    steps = [["your own sentence:", f'npmcore query --index {shown(index)} "… [MASK] …"'], mlflow, prefect]
+        prefect, prefect_ui = [serve], api.removesuffix("/api")
+    steps = [
+        ("your own sentence:", [f'npmcore query --index {shown(index)} "… [MASK] …"'], None),
+        ("the runs, in the MLflow UI:", mlflow, mlflow_ui),
+        (
+            "train from the Prefect UI" + (", in two terminals:" if len(prefect) > 1 else ":"),
+            prefect,
+            f"{prefect_ui} › Deployments › train › Run",
+        ),
+    ]
     lines: list[RenderableType] = [Text(f"Next{first}", style="bold")]
-    for what, *commands in steps:
-        lines += [indented(Text(what, style="dim")), *(indented(Text(command), 4) for command in commands)]
+    for what, commands, ui in steps:
+        lines.append(indented(Text(what, style="dim")))
+        lines += [Text(f"    {command}", no_wrap=True, overflow="ignore") for command in commands]
+        if ui:
+            lines.append(indented(Text(f"then {ui}" if commands else ui), 4))
     return lines

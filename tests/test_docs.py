@@ -42,6 +42,7 @@ def synopses() -> dict[str, set[str]]:
 def test_the_readme_starts_with_the_two_commands_and_what_the_demo_prints():
     first_screen = "\n".join(README.read_text().splitlines()[:60])
     assert "make demo" in first_screen and "make test" in first_screen
+    assert all(f"(docs/{stage}.md)" in first_screen for stage in STAGES)  # where to go next
     excerpt = fenced(README, "text")[0]
     assert excerpt in first_screen
     from test_output import demo_output  # the demo's story of a realistic result

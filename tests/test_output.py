@@ -24,7 +24,7 @@ def manifest(counts: dict[str, int]) -> Manifest:
 
 def rendered(renderable, width: int = 80) -> str:
     console = Console(width=width, force_terminal=False, file=io.StringIO())
-    console.print(Legible(renderable) if isinstance(renderable, Table) else renderable)
+    console.print(Legible(renderable) if isinstance(renderable, Table) else renderable, crop=False)  # as the CLI
     return console.file.getvalue()
 
 
@@ -157,10 +157,11 @@ def test_the_next_commands_follow_the_store_and_the_servers_in_use(tmp_path, mon
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("PREFECT_API_URL", "http://prefect.internal:4200/api")  # a running server
-    printed = rendered(Group(*next_commands(f"{tmp_path}/other-store/index/5b7c0d9e1f2a3b4c", "http://mlflow:5000")))
-    assert max(map(len, printed.splitlines())) <= 80
-    text = " ".join(printed.split())  # a long line is wrapped
-    assert 'npmcore query --index other-store/index/5b7c0d9e1f2a3b4c "… [MASK] …"' in text
-    assert "open http://mlflow:5000" in text and "mlflow ui" not in text
-    assert "http://prefect.internal:4200, Deployments › train › Run" in text and "prefect server start" not in text
-    assert "NPM_STORE=other-store npmcore serve" in text  # it trains on the demo's store
+    index = f"{tmp_path}/other-store/index/5b7c0d9e1f2a3b4c"
+    lines = rendered(Group(*next_commands(index, "http://mlflow:5000")), width=40).splitlines()
+    assert '    npmcore query --index other-store/index/5b7c0d9e1f2a3b4c "… [MASK] …"' in lines  # whole, to be copied
+    assert "    NPM_STORE=other-store npmcore serve" in lines  # it trains on the demo's store
+    text = " ".join(" ".join(lines).split())  # the rest is wrapped at 40 columns
+    assert "the runs, in the MLflow UI: http://mlflow:5000" in text and "mlflow ui" not in text
+    assert "then http://prefect.internal:4200 › Deployments › train › Run" in text
+    assert "prefect server start" not in text
