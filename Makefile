@@ -3,6 +3,14 @@
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
+# uv (from the package index) installs the packages in parallel; INSTALLER=pip installs the same with pip
+# alone, slower, for a machine whose only package index is one configured for pip (uv reads no pip configuration)
+INSTALLER ?= uv
+# torch pinned, as pip finds it (here: a CPU wheel on local disk, named by pip's find-links, which uv does not
+# read); a looser spec, or torch taken straight from the package index, would pull a multi-GB CUDA build
+TORCH = torch==2.13.0
+TORCH_URL = $(BIN)/pip install --quiet --dry-run --ignore-installed --no-deps --report - $(TORCH) \
+	| $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["install"][0]["download_info"]["url"])'
 # Two pytest workers (pytest-xdist), each running whole test modules (groups: tests/conftest.py)
 PARALLEL ?= -n 2 --dist loadgroup
 
@@ -11,9 +19,13 @@ PARALLEL ?= -n 2 --dist loadgroup
 $(BIN)/.installed: pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 needed, found " + sys.version'
 	$(PYTHON) -m venv $(VENV)
-	# torch first, pinned: the CPU wheel; a looser spec would pull a multi-GB CUDA build
-	$(BIN)/pip install --quiet torch==2.13.0
+ifeq ($(INSTALLER),uv)
+	$(BIN)/pip install --quiet uv
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --compile-bytecode "torch @ $$($(TORCH_URL))" -e '.[test]'
+else
+	$(BIN)/pip install --quiet $(TORCH)
 	$(BIN)/pip install --quiet -e '.[test]'
+endif
 	$(BIN)/pip check
 	touch $@
 

@@ -1,18 +1,22 @@
 """Benchmark: FAISS index factories within the byte budget, recall of the exact top-k.
 
-Usage: python bench/factories.py [FACTORY …] [--shards 2 3] [--k 4096] [--queries 64] [--train-size 100000]
+Usage: python bench/factories.py [FACTORY …] [--shards 2 3 | --datastore URL] [--k 4096] [--queries 64]
+                                 [--train-size N …]
 
 Ingests and embeds (default encoder, local Dask cluster) the given enwiki_sample files
-(``wiki_02`` and ``wiki_03`` by default: about 390k tokens), encodes the two mask vectors of
-``--queries`` real masked sentences of the held-out ``wiki_63`` as ``npmcore query`` does, and
-for each factory (default: the project's default and the candidates it was chosen from)
-trains it on ``--train-size`` evenly sampled vectors, adds every vector and reports per line
-``code_bytes`` (per token, token id not included), ``recall`` (mean share of the exact
-top-k, brute force over the same vectors), ``train_s``, ``add_s`` and ``search_ms`` (per
-query vector, all cores). The last line is one JSON list.
+(``wiki_02`` and ``wiki_03`` by default: about 390k tokens), or takes an existing datastore
+(``--datastore``, e.g. the one ``npmcore demo`` built of the embedded default corpus),
+encodes the two mask vectors of ``--queries`` real masked sentences of the held-out
+``wiki_63`` as ``npmcore query`` does, and for each factory (default: the project's default
+and the candidates it was chosen from) and each ``--train-size`` (default: the default index's,
+sized to the datastore) trains it on that many evenly sampled vectors, adds every vector and
+reports per line ``train_size``, ``code_bytes`` (per token, token id not included), ``recall``
+(mean share of the exact top-k, brute force over the same vectors), ``train_s``, ``add_s`` and
+``search_ms`` (per query vector, all cores). The last line is one JSON list.
 """
 
 import argparse
+import itertools
 import json
 import sys
 import tempfile
@@ -28,9 +32,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("factories", nargs="*", default=CANDIDATES)
     parser.add_argument("--shards", type=int, nargs="+", default=[2, 3], help="enwiki_sample file numbers")
+    parser.add_argument("--datastore", help="an existing datastore snapshot URL instead of --shards")
     parser.add_argument("--k", type=int, default=4096)
     parser.add_argument("--queries", type=int, default=64, help="masked sentences (two vectors each)")
-    parser.add_argument("--train-size", type=int, default=100_000)
+    parser.add_argument("--train-size", type=int, nargs="+", help="default: the default index's, sized to the data")
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT / "bench"))
@@ -45,15 +50,18 @@ def main() -> None:
 
     from npmcore.cluster import dask_client
     from npmcore.datastore import build_datastore
+    from npmcore.faiss_index import default_train_size
     from npmcore.indexer import IndexConfig, build_index
     from npmcore.inference import NPM
     from npmcore.ingest import ingest
     from npmcore.snapshots import iter_shards
 
     with tempfile.TemporaryDirectory(prefix="npm-bench-") as store:
-        with dask_client() as client:
-            corpus = ingest([str(DATA / f"wiki_{i:02d}") for i in args.shards], store, client=client)
-            datastore = build_datastore(corpus, store, client=client)
+        datastore = args.datastore
+        if datastore is None:
+            with dask_client() as client:
+                corpus = ingest([str(DATA / f"wiki_{i:02d}") for i in args.shards], store, client=client)
+                datastore = build_datastore(corpus, store, client=client)
         vectors = np.concatenate([np.asarray(a["vectors"], dtype=np.float32) for _, a in iter_shards(datastore)])
         npm = NPM(build_index(datastore, IndexConfig(factory="Flat", bm25=False)))
         queries = npm.encode_queries(masked_sentences(DATA / "wiki_63", args.queries), 2).reshape(-1, npm.index.d)
@@ -61,10 +69,10 @@ def main() -> None:
     exact.add(vectors)
     truth = exact.search(queries, args.k)[1]
     del exact
-    rng = np.random.default_rng(0)
-    sample = vectors[np.sort(rng.choice(len(vectors), min(args.train_size, len(vectors)), replace=False))]
     rows = []
-    for factory in args.factories:
+    for factory, train_size in itertools.product(args.factories, args.train_size or [default_train_size(len(vectors))]):
+        rng = np.random.default_rng(0)
+        sample = vectors[np.sort(rng.choice(len(vectors), min(train_size, len(vectors)), replace=False))]
         index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
         start = time.perf_counter()
         index.train(sample)
@@ -78,6 +86,7 @@ def main() -> None:
         recall = overlap(found, truth)
         row = {
             "factory": factory,
+            "train_size": len(sample),
             "code_bytes": index.sa_code_size(),
             "recall": round(recall, 4),
             "train_s": round(train_s, 1),

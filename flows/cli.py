@@ -3,6 +3,7 @@ function, and prints. Errors a user can fix print one line and exit with status 
 
 import functools
 import json
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -13,10 +14,11 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from flows.output import Legible, counts_table, crawl_table, evaluation, highlight, indented, number, shown, table
 from flows.params import ClusterParams, IngestParams, absolute_store
 from npmcore.corpus import FORMATS
 from npmcore.snapshots import CORPUS
-from npmcore.storage import Manifest, SnapshotError, list_snapshots, open_snapshot
+from npmcore.storage import SnapshotError, join, list_snapshots, open_snapshot
 
 app = typer.Typer(help="NPM, the Nonparametric Masked Language Model: pipeline commands.", no_args_is_help=True)
 console = Console()
@@ -46,18 +48,6 @@ Strict = Annotated[
 # broken snapshot, and an unreachable Dask scheduler or MLflow server. The last two are named, not imported: this
 # module loads neither Dask nor MLflow (nor torch), so `npmcore --help` answers in a second.
 USER_ERRORS = (ValueError, FileNotFoundError, SnapshotError)
-# The counts of an ingest of WARC files (npmcore.ingest.deduplicate), in the order a page goes through them
-CRAWL_COUNTS = {
-    "records": "records",
-    "pages": "HTML pages (HTTP 200)",
-    "bad_records": "bad records (skipped)",
-    "no_article": "pages without article text",
-    "other_language": "articles in another language",
-    "duplicate_urls": "same URL as an article kept",
-    "duplicate_texts": "same text",
-    "near_duplicates": "near-duplicate text",
-    "articles": "articles kept",
-}
 SERVICE_ERRORS = {"npmcore.cluster": "ClusterError", "npmcore.tracking": "TrackingError"}
 
 
@@ -99,54 +89,9 @@ def cluster_params(dask_address: str | None, workers: int | None) -> ClusterPara
     return params
 
 
-def counts_table(url: str, manifest: Manifest) -> Table:
-    counts = {k: v for k, v in manifest.counts.items() if k not in CRAWL_COUNTS}
-    table = Table(title=f"{manifest.kind} snapshot {manifest.id}", caption=url)
-    for key in counts:
-        table.add_column(key, justify="right")
-    table.add_row(*(f"{v:,}" for v in counts.values()))
-    return table
-
-
-def crawl_table(counts: dict[str, int]) -> Table:
-    """What the WARC files of an ingest held, from records to the articles kept."""
-    table = Table(title="WARC files: from records to articles", show_header=False)
-    table.add_column()
-    table.add_column(justify="right")
-    for key, what in CRAWL_COUNTS.items():
-        table.add_row(what, f"{counts[key]:,}", style="bold" if key == "articles" else None)
-    return table
-
-
-def rows_table(rows) -> Table:
-    masked = any(r.lam is not None for r in rows)  # λ and perplexity columns only for masked-token systems
-    copies = any(r.query_copy_rate is not None for r in rows)  # open-set answers repeating a query word
-    columns = ["task", "system", *(["λ"] if masked else []), "tau", "index", "corpus tokens", "n", "metric", "score"]
-    extra = [*(["query copies"] if copies else []), *(["perplexity"] if masked else [])]
-    table = Table(*columns, *extra, "notes", title="zero-shot evaluation")
-    for r in rows:
-        notes = " ".join(f"{k}={v}" for k, v in r.notes.items())
-        system = r.system if r.fraction == 1 else f"{r.system} ({r.fraction:g} of the datastore)"
-        lam = ["" if r.lam is None else f"{r.lam:g}"] if masked else []
-        copy = ["" if r.query_copy_rate is None else f"{r.query_copy_rate:.2f}"] if copies else []
-        perplexity = ["" if r.perplexity is None else f"{r.perplexity:.2f}"] if masked else []
-        cells = [f"{r.tau:g}", r.factory, f"{r.corpus_tokens:,}", str(r.n), r.metric, f"{r.score:.4f}"]
-        table.add_row(r.task, system, *lam, *cells, *copy, *perplexity, notes)
-    return table
-
-
-def highlight(text: str, start: int, end: int, context: int = 100) -> str:
-    """The span in bold with up to ``context`` characters either side (rich markup)."""
-    lo, hi = max(0, start - context), min(len(text), end + context)
-    return (
-        ("…" if lo else "")
-        + escape(text[lo:start])
-        + "[bold yellow]"
-        + escape(text[start:end])
-        + "[/]"
-        + escape(text[end:hi])
-        + ("…" if hi < len(text) else "")
-    )
+def show(table: Table) -> None:
+    """Print a table legibly at the console's width (wrapped or vertical when narrow; never a cut word)."""
+    console.print(Legible(table))
 
 
 @app.command(name="ingest")
@@ -189,9 +134,9 @@ def ingest_command(
     )
     url = ingest_corpus(params, progress=sys.stderr.isatty())
     manifest = open_snapshot(url, verify=False)
-    console.print(counts_table(url, manifest))
+    show(counts_table(manifest))
     if "articles" in manifest.counts:
-        console.print(crawl_table(manifest.counts))
+        show(crawl_table(manifest.counts))
     print(url)
 
 
@@ -216,6 +161,7 @@ def demo_command(
     """The main job (flow pipeline) on the embedded default corpus: ingest, (train), index, evaluate, a query."""
     from flows.evaluate import EvalParams
     from flows.index import IndexParams
+    from flows.output import demo_story
     from flows.pipeline import CLOZE_TEST, PipelineParams, pipeline
     from flows.prefect_api import prefect_api
     from flows.train import TrainParams
@@ -232,28 +178,30 @@ def demo_command(
     )
     with prefect_api():
         result = pipeline(params, progress=sys.stderr.isatty())
-    console.print(counts_table(result.corpus, open_snapshot(result.corpus)))
-    console.print(f"corpus snapshot: [bold]{result.corpus}[/] (verified)")
-    trained = (
-        f"{result.encoder} ({train_steps} steps of {DEMO_BATCH} sequences from MiniLM-L6; MLflow experiment npm-train)"
+    encoder = (
+        f"{result.encoder}, trained {train_steps} steps of {DEMO_BATCH} sequences from MiniLM-L6"
+        if train_steps
+        else "the shipped NPM-trained MiniLM-L6 (npmcore/checkpoints/npm-minilm-l6)"
     )
-    console.print(
-        f"encoder: [bold]{trained if train_steps else 'the shipped default (npmcore/checkpoints/npm-minilm-l6)'}[/]"
-    )
-    console.print(f"index: [bold]{result.index}[/] ({result.factory}, {result.tokens:,} tokens)")
-    for answered in result.answered:
-        console.print(f"[bold]{escape(answered.query)}[/]")
-        for rank, a in enumerate(answered.answers, 1):
-            where = highlight(a.passage, a.start, a.end, 60)
-            console.print(
-                f"  {rank}. [bold green]{escape(a.answer)}[/] {a.score:.3f}  [dim]{a.block_id}[/] {where}",
-                highlight=False,
-            )
-    console.print(rows_table(result.rows))
-    console.print(
-        f"MLflow: parent run [bold]{result.run_id}[/] (experiment npm-pipeline), "
-        f"tracking URI {tracking_uri(absolute_store(store))}"
-    )
+    uri = tracking_uri(absolute_store(store))
+    story = demo_story(result, open_snapshot(result.corpus), encoder, str(CLOZE_TEST), uri)
+    console.print(story, highlight=False, crop=False)  # its commands are whole lines, however long
+
+
+@app.command(name="serve")
+@command
+def serve_command() -> None:
+    """Serve the deployments of infra/prefect.yaml (train, index-rebuild, backfill-dump) from this process until
+    Ctrl-C, to run from the UI of a running `prefect server start` (PREFECT_API_URL; default 127.0.0.1:4200)."""
+    from prefect import serve
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from flows.serve import deployments, server_api
+
+    url = server_api()
+    os.environ["PREFECT_API_URL"] = url  # the runs' subprocesses report to it too
+    with temporary_settings({PREFECT_API_URL: url}):
+        serve(*deployments())
 
 
 @app.command(name="train")
@@ -465,10 +413,10 @@ def learning_curve_command(
     with prefect_api():
         points = learning_curve(params)
     names = sorted({t for p in points for t in p.scores})
-    table = Table("step", *names, title=f"learning curve of run {run_id} (MLflow metrics of the run)")
+    curve = table(number("step"), *map(number, names), title=f"learning curve of run {run_id} (its MLflow metrics)")
     for p in sorted(points, key=lambda p: p.step):
-        table.add_row(str(p.step), *(f"{p.scores[n]:.4f}" if n in p.scores else "–" for n in names))
-    console.print(table)
+        curve.add_row(str(p.step), *(f"{p.scores[n]:.4f}" if n in p.scores else "–" for n in names))
+    show(curve)
 
 
 @app.command(name="index")
@@ -510,7 +458,7 @@ def index_command(
     with prefect_api():
         url = index_corpus(params)
     manifest = open_snapshot(url, verify=False)
-    console.print(counts_table(url, manifest), style=None)
+    show(counts_table(manifest))
     console.print(
         f"factory {manifest.config['factory']} ({manifest.config['search_params'] or 'no search parameters'})"
     )
@@ -561,7 +509,7 @@ def backfill_command(
         result = backfill_dump(params)
     console.print(f"corpus: [bold]{result.corpus}[/]\nprevious index: {result.previous or 'none (full build)'}")
     if "articles" in result.counts:
-        console.print(crawl_table(result.counts))
+        show(crawl_table(result.counts))
     console.print(
         f"blocks: {result.blocks:,}, vectors reused: {result.reused_blocks:,}, "
         f"embedded: {result.blocks - result.reused_blocks:,}"
@@ -627,12 +575,11 @@ def query_command(
         console.print(f"[bold]{escape(text)}[/]")
         for rank, (answer, spans) in enumerate(found, 1):
             console.print(f"  {rank}. [bold green]{escape(answer.text)}[/]  {answer.score:.3f}")
-            for span in spans:
-                console.print(
-                    f"     [dim]{span.block_id}[/] [italic]{escape(span.title)}[/]: "
-                    + highlight(span.text, span.start, span.end),
-                    highlight=False,
+            for span in spans:  # wrapped lines keep the indentation
+                evidence = f"[dim]{span.block_id}[/] [italic]{escape(span.title)}[/]: " + highlight(
+                    span.text, span.start, span.end
                 )
+                console.print(indented(evidence, 5), highlight=False)
 
 
 @app.command(name="eval")
@@ -754,7 +701,7 @@ def eval_command(
     )
     with prefect_api():
         rows = evaluate(params)
-    console.print(rows_table(rows))
+    console.print(evaluation(rows))
     if json_out:
         for r in rows:
             line = {
@@ -790,10 +737,10 @@ def compare_command(
     if len(items) < 2:
         raise ValueError("compare needs two or more runs or models")
     columns = compare(tracking_uri(absolute_store(store)), experiment, items)
-    table = Table("", *items, title=f"MLflow experiment {experiment}")
+    scores = table("", *map(number, items), title=f"MLflow experiment {experiment}")
     for row in sorted({key for cells in columns.values() for key in cells}):
-        table.add_row(row, *(columns[item].get(row, "–") for item in items))
-    console.print(table)
+        scores.add_row(row, *(columns[item].get(row, "–") for item in items))
+    show(scores)
 
 
 @app.command(name="references")
@@ -816,11 +763,16 @@ def references_command(
 def snapshots_command(
     store: Store = "npm-store", kind: Annotated[str, typer.Option(help="Snapshot kind.")] = CORPUS
 ) -> None:
-    """List the complete snapshots of a kind in the store."""
-    table = Table("id", "created", "counts", "url")
-    for url, manifest in list_snapshots(absolute_store(store), kind):
-        table.add_row(manifest.id, manifest.created, " ".join(f"{k}={v:,}" for k, v in manifest.counts.items()), url)
-    console.print(table)
+    """List the complete snapshots of a kind in the store, oldest first: {store}/{kind}/{id}."""
+    root = absolute_store(store)
+    found = list_snapshots(root, kind)
+    keys = list(dict.fromkeys(key for _, manifest in found for key in manifest.counts))
+    listed = table("id", "created (UTC)", *map(number, keys), title=f"{kind} snapshots in {shown(join(root, kind))}")
+    for _, manifest in found:
+        created = manifest.created.replace("T", " ")[:16]  # ISO 8601 in UTC, to the minute
+        counts = (f"{manifest.counts[k]:,}" if k in manifest.counts else "–" for k in keys)
+        listed.add_row(manifest.id, created, *counts)
+    show(listed)
 
 
 @app.command(name="dask-certs")
@@ -830,7 +782,7 @@ def dask_certs_command(
     host: Annotated[list[str], typer.Option(help="Name or IP address of the scheduler and workers (repeatable).")],
 ) -> None:
     """Write a private certificate authority and scheduler, worker and client certificates for a Dask cluster with
-    mutual TLS (see infra/README.md: a client without a certificate of this authority is refused)."""
+    mutual TLS (see docs/operate.md: a client without a certificate of this authority is refused)."""
     from npmcore.security import write_dask_certificates
 
     print(write_dask_certificates(folder, host))

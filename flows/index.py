@@ -29,7 +29,11 @@ class IndexParams(BaseModel):
     search_params: str | None = Field(
         None, description="Default FAISS search parameters stored with the index (nprobe=64); empty = automatic."
     )
-    train_size: int = Field(100_000, ge=1_000, description="Vectors sampled to train the index.")
+    train_size: int | None = Field(
+        None,
+        ge=1_000,
+        description="Vectors sampled to train the index; empty = 1 in 32 of the corpus tokens, 20k to 100k.",
+    )
     on_disk: bool = Field(False, description="IVF only: keep the inverted lists in a memory-mapped file.")
     bm25: bool = Field(True, description="Also build the BM25 index for the restricted open-set mode.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)

@@ -32,6 +32,9 @@ log = logging.getLogger(__name__)
 BYTES_PER_TOKEN = 64  # budget of the default index: codes (plus IVF ids and direct map) and the token id together
 IVF_FROM_TOKENS = 20_000_000  # below, the default scans PQ codes exhaustively; above, an IVF narrows the scan
 _IVF_BYTES = 8 + 8  # an IVF list entry's id, and its direct-map entry
+TRAIN_SHARE = 32  # the default training sample: 1 in 32 of the tokens, within the bounds below
+TRAIN_MIN = 20_000  # k-means of 256 centroids per PQ sub-quantizer wants 39 x 256 (about 10k) points
+TRAIN_MAX = 100_000
 
 
 def default_factory(dim: int, n_tokens: int, token_bytes: int = 2) -> str:
@@ -51,6 +54,15 @@ def default_factory(dim: int, n_tokens: int, token_bytes: int = 2) -> str:
         return f"OPQ{m},PQ{m}np"
     nlist = 2 ** min(16, max(4, round(math.log2(math.sqrt(n_tokens)))))
     return f"OPQ{m},IVF{nlist},PQ{m}np"
+
+
+def default_train_size(n_tokens: int) -> int:
+    """Vectors sampled to train an index of ``n_tokens`` tokens: 1 in :data:`TRAIN_SHARE`, between
+    :data:`TRAIN_MIN` and :data:`TRAIN_MAX`, so that training costs a small share of embedding the
+    corpus (an OPQ rotation trains at about 1.3 ms a vector on two cores, the encoder embeds 0.3 ms a
+    token). Measured by ``bench/factories.py`` on the embedded default corpus (683,959 tokens, 21,373
+    vectors instead of 100k): docs/index-and-query.md."""
+    return min(TRAIN_MAX, max(TRAIN_MIN, n_tokens // TRAIN_SHARE))
 
 
 def is_ivf(index: faiss.Index) -> bool:

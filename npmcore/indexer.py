@@ -30,7 +30,17 @@ from distributed import Client
 from npmcore import bm25
 from npmcore.blocks import encoder_input
 from npmcore.cluster import map_bounded
-from npmcore.faiss_index import add_all, add_shard, default_factory, emptied, finalize, is_ivf, merge_ivf, train_index
+from npmcore.faiss_index import (
+    add_all,
+    add_shard,
+    default_factory,
+    default_train_size,
+    emptied,
+    finalize,
+    is_ivf,
+    merge_ivf,
+    train_index,
+)
 from npmcore.snapshots import INDEX, iter_shards, open_datastore, open_index, read_blocks, shard_arrays
 from npmcore.storage import (
     Manifest,
@@ -50,7 +60,7 @@ log = logging.getLogger(__name__)
 class IndexConfig:
     factory: str | None = None  # FAISS index-factory string; None = default_factory(d, tokens): PQ, <= 64 B/token
     search_params: str | None = None  # default FAISS search parameters stored with the index; None = nprobe for IVF
-    train_size: int = 100_000  # vectors sampled evenly over the datastore to train the index
+    train_size: int | None = None  # vectors sampled evenly over the datastore to train the index; None = sized to it
     on_disk: bool = False  # IVF only: merge the inverted lists into a memory-mapped index.ivfdata
     bm25: bool = True  # also build the BM25 (Lucene) index used by the restricted open-set mode
 
@@ -62,6 +72,7 @@ class IndexPlan:
     datastore: str
     factory: str
     search_params: str
+    train_size: int  # the config's, or default_train_size of the datastore's tokens
     config: IndexConfig
     trained: str | None = None  # index snapshot whose trained (emptied) FAISS index is reused
 
@@ -84,7 +95,8 @@ def plan_index(datastore: str, config: IndexConfig = IndexConfig(), trained: str
         raise ValueError(f"on_disk needs an IVF index, got factory {config.factory!r}")
     factory = config.factory or default_factory(manifest.config["dim"], manifest.counts["tokens"])
     search_params = config.search_params if config.search_params is not None else _default_search_params(factory)
-    id_config = {**asdict(config), "factory": factory, "search_params": search_params}
+    train_size = config.train_size or default_train_size(manifest.counts["tokens"])
+    id_config = {**asdict(config), "factory": factory, "search_params": search_params, "train_size": train_size}
     if trained is not None:
         base = open_index(trained).manifest
         if base.config["encoder_fingerprint"] != manifest.config["encoder_fingerprint"]:
@@ -92,7 +104,7 @@ def plan_index(datastore: str, config: IndexConfig = IndexConfig(), trained: str
         factory, search_params = base.config["factory"], base.config["search_params"]
         id_config = {**id_config, "factory": factory, "search_params": search_params, "trained": base.id}
     snap_id = snapshot_id(INDEX, [{"datastore": manifest.id}], id_config)
-    return IndexPlan(snap_id, store_root(datastore), datastore, factory, search_params, config, trained)
+    return IndexPlan(snap_id, store_root(datastore), datastore, factory, search_params, train_size, config, trained)
 
 
 def _default_search_params(factory: str) -> str:
@@ -135,7 +147,7 @@ def build_faiss(plan: IndexPlan, workdir: Path, client: Client | None) -> list[P
     if manifest.counts["tokens"] == 0:
         raise ValueError(f"datastore {plan.datastore} has no tokens")
     if plan.trained is None:
-        trained = train_index(plan.factory, training_sample(plan.datastore, plan.config.train_size))
+        trained = train_index(plan.factory, training_sample(plan.datastore, plan.train_size))
     else:
         trained = emptied(_local_copy(join(plan.trained, "index.faiss"), workdir / "trained").as_posix())
     names, firsts = manifest.config["shards"], np.cumsum([0, *manifest.config["shard_tokens"][:-1]]).tolist()
@@ -225,7 +237,7 @@ def build_index(
                 "factory": plan.factory,
                 "search_params": plan.search_params,
                 "on_disk": config.on_disk,
-                "train_size": config.train_size,
+                "train_size": plan.train_size,
                 "bm25": config.bm25,
                 "dim": ds.config["dim"],
                 "trained": trained,

@@ -1,9 +1,12 @@
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,6 +29,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent  # the environment's commands: prefect, npmcore, dask
 SHARED_DATA = ROOT.parent / "shared" / "data"
 PYWB = ROOT / "tests" / "data" / "pywb"  # real crawler output from pywb's wheel (its README.md)
 NEWS_ARTICLES = 60  # Lee news articles in the shared index (about 15k tokens)
@@ -130,6 +134,61 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def api(env: dict, path: str, body: dict | None = None) -> object:
+    """A request to the Prefect server's REST API (POST with a JSON body, else GET)."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        f"{env['PREFECT_API_URL']}{path}", data=data, headers={"Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def wait_for(check, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"{what} within {timeout_s:g} s"
+        time.sleep(1)
+    return found
+
+
+@pytest.fixture(scope="module")
+def prefect_env(tmp_path_factory) -> Iterator[dict]:
+    """`prefect server start` on a free port, with a home of its own; yields the environment of
+    its clients (the CLI, workers), as an operator's shell would hold it."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    port = free_port()
+    env = {
+        **os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "true", "NPM_PROJECT_DIR": str(ROOT),
+        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5",  # the default minute is the test's whole budget
+    }  # fmt: skip
+    with (home / "server.log").open("wb") as log:
+        server = subprocess.Popen(
+            [BIN / "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
+            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: _healthy(env), 120, "the Prefect server answers /api/health")
+        yield env
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def _healthy(env: dict) -> bool:
+    try:
+        return api(env, "/health") is True
+    except OSError:
+        return False
+
+
+def prefect(env: dict, *args: str) -> str:
+    result = subprocess.run([BIN / "prefect", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result.stdout
 
 
 def kill_once(script: str, folder: Path, pattern: str, timeout_s: float = 300) -> None:

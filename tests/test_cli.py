@@ -72,6 +72,19 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     assert bad.exit_code == 2 and "exactly one [MASK]" in bad.output
 
 
+def test_cli_snapshots_lists_each_kind_legibly_at_80_columns(news_store, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")  # CliRunner's output is not a terminal: a CI log
+    for kind, url in (("corpus", news_store.corpus), ("datastore", news_store.datastore), ("index", news_store.index)):
+        result = runner.invoke(app, ["snapshots", "--store", news_store.store, "--kind", kind])
+        assert result.exit_code == 0, result.output
+        lines = result.output.splitlines()
+        assert max(len(line.rstrip()) for line in lines) <= 80, result.output
+        manifest = open_snapshot(url, verify=False)
+        row = next(line.split() for line in lines if line.startswith(manifest.id))
+        assert row[:3] == [manifest.id, *manifest.created.replace("T", " ")[:16].split()]
+        assert row[3:] == [f"{v:,}" for v in manifest.counts.values()]
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -59,3 +59,26 @@ def test_the_compose_stack_is_closed_by_default():
     example = (ROOT / "infra" / ".env.example").read_text()
     for variable in ("PREFECT_AUTH_STRING", "MLFLOW_TRACKING_PASSWORD", "AWS_SECRET_ACCESS_KEY"):
         assert f"{variable}=\n" in example  # documented, empty: secrets are the operator's
+
+
+def test_npmcore_serve_serves_the_same_deployments_without_a_work_pool(monkeypatch):
+    from flows.serve import deployments
+
+    monkeypatch.chdir(ROOT)
+    served = {d.name: d for d in deployments()}
+    assert set(served) == set(DEPLOYMENTS)
+    for name, deployment in served.items():
+        assert deployment.parameters == DEPLOYMENTS[name].get("parameters", {}) and deployment.work_pool_name is None
+    (schedule,) = served["index-rebuild"].schedules
+    assert (schedule.schedule.cron, schedule.schedule.timezone) == ("0 3 * * 0", "UTC")
+
+
+def test_npmcore_serve_names_the_way_out_without_a_server(monkeypatch):
+    from conftest import free_port
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{free_port()}/api")  # nothing listens there
+    result = CliRunner().invoke(app, ["serve"])
+    assert result.exit_code == 2 and "start one with `prefect server start`" in " ".join(result.output.split())

@@ -8,8 +8,18 @@ import numpy as np
 import pytest
 from reference import QUERIES
 
-from npmcore.faiss_index import add_all, add_shard, default_factory, finalize, is_ivf, merge_ivf, search, train_index
-from npmcore.indexer import IndexConfig, build_index, training_sample
+from npmcore.faiss_index import (
+    add_all,
+    add_shard,
+    default_factory,
+    default_train_size,
+    finalize,
+    is_ivf,
+    merge_ivf,
+    search,
+    train_index,
+)
+from npmcore.indexer import IndexConfig, build_index, plan_index, training_sample
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.snapshots import iter_shards
 from npmcore.storage import SnapshotError
@@ -44,6 +54,20 @@ def test_the_default_factory_is_a_rotated_pq_within_the_byte_budget(tokens):
     ivf_bytes = 16 if is_ivf(index) else 0  # a list entry's id and its direct-map entry
     assert index.sa_code_size() + ivf_bytes + 2 <= 64  # with a uint16 token id
     assert is_ivf(index) == (tokens > 20_000_000)
+
+
+@pytest.mark.parametrize(
+    ("tokens", "train_size"),
+    [(15_000, 20_000), (683_959, 21_373), (2_000_000, 62_500), (13_098_336, 100_000)],  # the demo's: 683,959
+)
+def test_the_default_training_sample_is_sized_to_the_corpus(tokens, train_size):
+    assert default_train_size(tokens) == train_size
+
+
+def test_an_index_plan_records_its_training_size_in_its_id(news_store):
+    sized, given = plan_index(news_store.datastore), plan_index(news_store.datastore, IndexConfig(train_size=20_000))
+    assert sized.train_size == 20_000 and sized.id == given.id  # the news datastore is small: the least sample
+    assert plan_index(news_store.datastore, IndexConfig(train_size=30_000)).id != sized.id
 
 
 @pytest.mark.parametrize("factory", ["OPQ8,PQ8np", pytest.param(None, marks=pytest.mark.slow)])

@@ -6,11 +6,13 @@ import time
 
 import pytest
 from mlflow import MlflowClient
+from test_output import assert_legible, cells, rendered
 from typer.testing import CliRunner
 
 from flows.cli import app
 from flows.evaluate import EvalParams
 from flows.index import IndexParams
+from flows.output import demo_story, rows_table
 from flows.params import IngestParams
 from flows.pipeline import PipelineParams, pipeline
 from flows.prefect_api import prefect_api
@@ -32,13 +34,14 @@ def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_
         ingest=IngestParams(inputs=[str(raw)], store=store),
         index=IndexParams(factory="Flat"),
         evaluate=EvalParams(tasks=["cloze"], data=str(cloze)),
+        queries=["The Prime Minister, John [MASK], has revealed he will go to Indonesia."],
     )
     with prefect_api():
         first = pipeline(params)
         second = pipeline(params)
     assert (second.corpus, second.index, second.rows) == (first.corpus, first.index, first.rows)
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+    client = MlflowClient(tracking_uri=uri(store))
     parent = client.get_run(first.run_id)
     assert parent.data.params["index"] == first.index and parent.data.params["corpus"] == first.corpus
     assert parent.data.metrics["cloze.npm.exact_match"] == first.rows[0].score
@@ -57,6 +60,15 @@ def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_
         open_snapshot(first.corpus).id,
         index.config["encoder_fingerprint"],
     )
+    # what the demo prints of it, at 80 columns: the answer within its evidence sentence, the table uncut
+    (answered,) = first.answered
+    best = answered.answers[0]
+    assert best.passage[best.start : best.end] == best.answer
+    story = rendered(demo_story(first, open_snapshot(first.corpus), "the shipped encoder", str(cloze), uri(store)))
+    assert f"«{best.answer}»" in " ".join(story.split())
+    assert f"    npmcore query --index {first.index} " in story  # a whole line, however long the path
+    table = story[story.index("zero-shot evaluation") : story.index("MLflow: parent run")]
+    assert_legible(table, cells(rows_table(first.rows)))
     # the cached re-run embedded nothing and evaluated nothing: no evaluation run under the second parent
     assert not client.search_runs(
         [e.experiment_id for e in client.search_experiments()],
@@ -77,3 +89,7 @@ def test_an_unreachable_mlflow_server_fails_fast_and_leaves_no_snapshot(tmp_path
     assert f"cannot reach the MLflow server at {uri} within 10 s" in " ".join(result.output.split())
     assert elapsed < 30  # MLflow's own client would retry for minutes; this includes starting Prefect's local server
     assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("manifest.json"))
+
+
+def uri(store: str) -> str:
+    return f"sqlite:///{store}/mlflow.db"

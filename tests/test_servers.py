@@ -7,81 +7,21 @@ import os
 import signal
 import ssl
 import subprocess
-import sys
 import time
-import urllib.request
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from conftest import ROOT, free_port
+from conftest import BIN, ROOT, api, free_port, prefect, wait_for
 from distributed import Client
 from distributed.comm import connect
 
 from npmcore.security import dask_security, write_dask_certificates
 
-BIN = Path(sys.executable).parent
 DEPLOYMENTS = {"index_rebuild/index-rebuild", "train_encoder/train", "backfill_dump/backfill-dump"}
-
-
-def api(env: dict, path: str, body: dict | None = None) -> object:
-    """A request to the Prefect server's REST API (POST with a JSON body, else GET)."""
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(
-        f"{env['PREFECT_API_URL']}{path}", data=data, headers={"Content-Type": "application/json"}
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return json.loads(response.read())
-
-
-def wait_for(check, timeout_s: float, what: str):
-    deadline = time.monotonic() + timeout_s
-    while not (found := check()):
-        assert time.monotonic() < deadline, f"{what} within {timeout_s:g} s"
-        time.sleep(1)
-    return found
-
-
-@pytest.fixture(scope="module")
-def prefect_env(tmp_path_factory) -> Iterator[dict]:
-    """`prefect server start` on a free port, with a home of its own; yields the environment of
-    its clients (the CLI, workers), as an operator's shell would hold it."""
-    home = tmp_path_factory.mktemp("prefect-home")
-    port = free_port()
-    env = {
-        **os.environ, "PREFECT_HOME": str(home), "PREFECT_API_URL": f"http://127.0.0.1:{port}/api",
-        "PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "true", "NPM_PROJECT_DIR": str(ROOT),
-        "PREFECT_SERVER_SERVICES_SCHEDULER_LOOP_SECONDS": "5",  # the default minute is the test's whole budget
-    }  # fmt: skip
-    with (home / "server.log").open("wb") as log:
-        server = subprocess.Popen(
-            [BIN / "prefect", "server", "start", "--host", "127.0.0.1", "--port", str(port)],
-            env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-        )  # fmt: skip
-    try:
-        wait_for(lambda: _healthy(env), 120, "the Prefect server answers /api/health")
-        yield env
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-
-
-def _healthy(env: dict) -> bool:
-    try:
-        return api(env, "/health") is True
-    except OSError:
-        return False
-
-
-def prefect(env: dict, *args: str) -> str:
-    result = subprocess.run([BIN / "prefect", *args], env=env, cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result.stdout
 
 
 @pytest.fixture(scope="module")
 def deployed(prefect_env) -> dict:
-    """The README's commands: a process work pool and `prefect deploy --all`."""
+    """docs/operate.md's commands: a process work pool and `prefect deploy --all`."""
     prefect(prefect_env, "work-pool", "create", "npm", "--type", "process")
     prefect(prefect_env, "--no-prompt", "deploy", "--all", "--prefect-file", "infra/prefect.yaml")
     return prefect_env

@@ -1,0 +1,70 @@
+"""`npmcore serve`, the demo's last command, as a newcomer runs it: against a running `prefect server start`
+(a server of this module's own), it serves the deployments of infra/prefect.yaml, and a run triggered as from
+the UI runs in it."""
+
+import json
+import os
+import signal
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import BIN, ROOT, api, prefect, wait_for
+
+SERVED = ["index_rebuild/index-rebuild", "train_encoder/train", "backfill_dump/backfill-dump"]
+
+
+@pytest.fixture(scope="module")
+def served(prefect_env, tmp_path_factory, news_path) -> Iterator[tuple[dict, Path]]:
+    """`npmcore serve` in the project folder, with a small corpus in its store; yields the environment of
+    the server's clients and the log of the serving process."""
+    from npmcore.ingest import IngestConfig, ingest
+
+    folder = tmp_path_factory.mktemp("served")
+    ingest([news_path], str(folder / "store"), IngestConfig(max_tokens=64))
+    env = {**prefect_env, "NPM_STORE": str(folder / "store")}
+    env.pop("MLFLOW_TRACKING_URI", None)
+    with (folder / "serve.log").open("wb") as log:
+        process = subprocess.Popen(
+            [BIN / "npmcore", "serve"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )  # fmt: skip
+    try:
+        wait_for(lambda: all(deployed(env, name) for name in SERVED), 300, "npmcore serve registers its deployments")
+        yield env, folder / "serve.log"
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        process.wait(timeout=60)
+
+
+def deployed(env: dict, name: str) -> bool:
+    try:
+        return bool(api(env, f"/deployments/name/{name}"))
+    except OSError:  # 404 until it is registered
+        return False
+
+
+def test_npmcore_serve_serves_the_deployments_of_prefect_yaml_without_a_work_pool(served):
+    env, _ = served
+    for name in SERVED:
+        assert api(env, f"/deployments/name/{name}")["work_pool_name"] is None, name
+    train = api(env, "/deployments/name/train_encoder/train")
+    assert train["parameters"]["params"] == {"preset": "cpu-quality", "promote": True}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_training_run_triggered_as_from_the_ui_runs_in_the_serving_process(served):
+    env, log = served
+    params = {"preset": "cpu-small", "steps": 2, "batch_size": 4, "promote": True}
+    out = prefect(env, "deployment", "run", "train_encoder/train", "--param", f"params={json.dumps(params)}")
+    run_id = next(line.split()[-1] for line in out.splitlines() if "UUID" in line)
+    final = wait_for(
+        lambda: (
+            (run := api(env, f"/flow_runs/{run_id}"))["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED") and run
+        ),
+        600,
+        "the served training run finishes",
+    )
+    assert final["state"]["type"] == "COMPLETED", log.read_text()[-5000:]
