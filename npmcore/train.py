@@ -121,7 +121,8 @@ PRESETS: dict[str, dict] = {
     # The shipped encoder's recipe (npmcore/checkpoints/npm-minilm-l6/README.md): NPM with an auxiliary MLM
     # loss in the same step, from the packaged MiniLM-L6; on the dev sets it beat the NPM-only run of twice the
     # steps and the masked-LM stage followed by NPM. Masking only spans of content words spends the small CPU
-    # budget on what open-set answers are made of.
+    # budget on what open-set answers are made of. Title n-grams in the body are never masked: as positives
+    # they taught the GPU-trained encoder to answer with the query's subject (npmcore/checkpoints/npm-minilm-l6/README.md).
     "cpu-quality": dict(
         steps=400,
         batch_size=16,
@@ -130,11 +131,11 @@ PRESETS: dict[str, dict] = {
         checkpoint_every=100,
         dropout=0.0,
         mlm_weight=0.5,
-        masking=MaskingConfig(content_words=True),
+        masking=MaskingConfig(content_words=True, title_ngrams=False),
     ),
     # One lent GPU for minutes (infra/README.md, GPU campaign). gpu-npm: the recipe of the encoder trained on
     # an H200 (../shared/encoders/npm-minilm-l6-h200), cpu-quality's objective at the paper's batch of 512 x 256
-    # tokens, lr 2e-4, a 5% warm-up; gpu-mlm: the masked-LM stage with the same batch, rate and warm-up.
+    # tokens, lr 2e-4, a 5% warm-up, with cpu-quality's masking (no title n-grams); gpu-mlm: the masked-LM stage with the same batch, rate and warm-up.
     # `steps` is nominal: the campaign sizes it to its minutes, and the warm-up keeps its share (configure).
     "gpu-mlm": dict(
         objective="mlm", steps=2_000, batch_size=512, lr=2e-4, warmup_steps=100, checkpoint_every=100, dropout=0.0
@@ -147,7 +148,7 @@ PRESETS: dict[str, dict] = {
         checkpoint_every=100,
         dropout=0.0,
         mlm_weight=0.5,
-        masking=MaskingConfig(content_words=True),
+        masking=MaskingConfig(content_words=True, title_ngrams=False),
     ),
 }
 

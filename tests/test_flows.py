@@ -124,7 +124,7 @@ def test_train_params_keep_the_presets_masking_unless_overridden():
     assert quality.masking == PRESETS["cpu-quality"]["masking"] and quality.masking.content_words
     assert quality.steps == PRESETS["cpu-quality"]["steps"]
     ratio = TrainParams(store="/tmp/unused", preset="cpu-quality", mask_ratio=0.3).config("corpus", None)
-    assert ratio.masking == MaskingConfig(ratio=0.3, content_words=True)
+    assert ratio.masking == MaskingConfig(ratio=0.3, content_words=True, title_ngrams=False)
     assert TrainParams(store="/tmp/unused").config("corpus", None).masking == MaskingConfig()
     short = TrainParams(store="/tmp/unused", preset="cpu-quality", steps=8).config("corpus", "models-folder")
     assert (short.steps, short.warmup_steps, short.encoder) == (8, 1, "models-folder")  # the preset's warm-up share

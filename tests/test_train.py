@@ -314,7 +314,7 @@ def test_configure_composes_presets_and_overrides(config):
     short = configure(config.corpus, "cpu-quality", steps=80, mask_ratio=0.2, objective=None)
     share = round(preset["warmup_steps"] * 80 / preset["steps"])  # the preset's share of the schedule
     assert (short.steps, short.warmup_steps, short.masking.ratio, short.objective) == (80, share, 0.2, "npm")
-    assert short.masking.content_words  # the preset's masking, with the ratio overridden
+    assert short.masking.content_words and not short.masking.title_ngrams  # the preset's masking, ratio overridden
     assert configure(config.corpus, "cpu-quality", steps=80, warmup_steps=3).warmup_steps == 3
     with pytest.raises(
         ValueError, match="warmup_steps=100 with steps=100: the learning rate would never reach its peak"
