@@ -118,11 +118,11 @@ PRESETS: dict[str, dict] = {
     "cpu-mlm": dict(
         objective="mlm", steps=2_000, batch_size=32, lr=5e-4, warmup_steps=100, checkpoint_every=200, dropout=0.0
     ),
-    # The shipped encoder's recipe (npmcore/checkpoints/npm-minilm-l6/README.md): NPM with an auxiliary MLM
-    # loss in the same step, from the packaged MiniLM-L6; on the dev sets it beat the NPM-only run of twice the
-    # steps and the masked-LM stage followed by NPM. Masking only spans of content words spends the small CPU
+    # The CPU recipe of the shipped encoder (npmcore/checkpoints/npm-minilm-l6/README.md): NPM with an auxiliary
+    # MLM loss in the same step; from the packaged MiniLM-L6 it beat the NPM-only run of twice the steps and the
+    # masked-LM stage followed by NPM on the dev sets. Masking only spans of content words spends the small CPU
     # budget on what open-set answers are made of. Title n-grams in the body are never masked: as positives
-    # they taught the GPU-trained encoder to answer with the query's subject (npmcore/checkpoints/npm-minilm-l6/README.md).
+    # they taught the GPU-trained encoder to answer with the query's subject.
     "cpu-quality": dict(
         steps=400,
         batch_size=16,
