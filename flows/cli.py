@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flows.output import Legible, counts_table, crawl_table, evaluation, highlight, indented, number, shown, table
+from flows.output import Indented, Legible, counts_table, crawl_table, evaluation, highlight, number, shown, table
 from flows.params import ClusterParams, IngestParams, absolute_store
 from npmcore.corpus import FORMATS
 from npmcore.snapshots import CORPUS
@@ -579,7 +579,7 @@ def query_command(
                 evidence = f"[dim]{span.block_id}[/] [italic]{escape(span.title)}[/]: " + highlight(
                     span.text, span.start, span.end
                 )
-                console.print(indented(evidence, 5), highlight=False)
+                console.print(Indented(evidence, 5), highlight=False)
 
 
 @app.command(name="eval")

@@ -16,7 +16,7 @@ from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.markup import escape
 from rich.measure import Measurement
-from rich.padding import Padding
+from rich.segment import Segment
 from rich.table import Column, Table
 from rich.text import Text
 
@@ -193,9 +193,23 @@ def shown(url: str) -> str:
     return str(path.relative_to(Path.cwd())) if path.is_relative_to(Path.cwd()) else str(path)
 
 
-def indented(renderable: RenderableType | str, left: int = 2) -> Padding:
-    """Indented; wrapped lines keep the indentation."""
-    return Padding(renderable, (0, 0, 0, left), expand=False)
+class Indented:
+    """Text (or console markup) indented by ``left`` columns; wrapped lines keep the indentation,
+    and no line is padded with spaces to the width of the longest (as rich's ``Padding`` would)."""
+
+    def __init__(self, text: Text | str, left: int = 2) -> None:
+        self.text = Text.from_markup(text) if isinstance(text, str) else text
+        self.left = left
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        for line in self.text.wrap(console, max(1, options.max_width - self.left)):
+            yield Segment(" " * self.left)
+            yield from line.render(console)
+            yield Segment.line()
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        text = Measurement.get(console, options.update_width(options.max_width - self.left), self.text)
+        return Measurement(text.minimum + self.left, text.maximum + self.left)
 
 
 def demo_story(result: "PipelineResult", corpus: "Manifest", encoder: str, data: str, tracking_uri: str) -> Group:
@@ -204,20 +218,20 @@ def demo_story(result: "PipelineResult", corpus: "Manifest", encoder: str, data:
     counts = corpus.counts
     lines: list[RenderableType] = [
         Text("What was built", style="bold"),
-        indented(f"corpus   {counts['docs']:,} documents, {counts['blocks']:,} blocks, {counts['tokens']:,} tokens"),
-        indented(f"         {shown(result.corpus)}"),
-        indented(f"encoder  {escape(encoder)}"),
-        indented(f"index    {result.tokens:,} token vectors in FAISS {result.factory}, and BM25 over the blocks"),
-        indented(f"         {shown(result.index)}"),
+        Indented(f"corpus   {counts['docs']:,} documents, {counts['blocks']:,} blocks, {counts['tokens']:,} tokens"),
+        Indented(f"         {shown(result.corpus)}"),
+        Indented(f"encoder  {escape(encoder)}"),
+        Indented(f"index    {result.tokens:,} token vectors in FAISS {result.factory}, and BM25 over the blocks"),
+        Indented(f"         {shown(result.index)}"),
     ]
     for answered in result.answered:
-        lines += [Text(), Text("A query, answered from the corpus", style="bold"), indented(escape(answered.query))]
+        lines += [Text(), Text("A query, answered from the corpus", style="bold"), Indented(escape(answered.query))]
         best, *others = answered.answers
         answer = f"→ [bold green]{escape(best.answer)}[/] ({best.score:.2f}), from block {best.block_id}:"
-        lines.append(indented(answer, 2))
-        lines.append(indented(evidence_sentence(best.passage, best.start, best.end), 4))
+        lines.append(Indented(answer, 2))
+        lines.append(Indented(evidence_sentence(best.passage, best.start, best.end), 4))
         if others:
-            lines.append(indented("then " + ", ".join(f"{escape(a.answer)} ({a.score:.2f})" for a in others), 2))
+            lines.append(Indented("then " + ", ".join(f"{escape(a.answer)} ({a.score:.2f})" for a in others), 2))
     lines += [
         Text(),
         Text(f"Evaluated on {result.rows[0].n} cloze facts of the corpus ({shown(data)})", style="bold"),
@@ -258,8 +272,8 @@ def next_commands(index: str, tracking_uri: str) -> list[RenderableType]:
     ]
     lines: list[RenderableType] = [Text(f"Next{first}", style="bold")]
     for what, commands, ui in steps:
-        lines.append(indented(Text(what, style="dim")))
+        lines.append(Indented(Text(what, style="dim")))
         lines += [Text(f"    {command}", no_wrap=True, overflow="ignore") for command in commands]
         if ui:
-            lines.append(indented(Text(f"then {ui}" if commands else ui), 4))
+            lines.append(Indented(Text(f"then {ui}" if commands else ui), 4))
     return lines

@@ -146,6 +146,8 @@ def test_the_demo_story_names_what_was_built_the_answer_its_evidence_and_what_to
     # the evidence is the sentence that holds the answer, not the passage's first sentence
     sentence = " ".join(text.split("self-governed (0.41)")[1].split())
     assert "advocates «self-governed» societies based on voluntary institutions." in sentence
+    padded = [line for line in text.splitlines() if line.endswith(" ") and "zero-shot evaluation" not in line]
+    assert not padded, f"lines padded with spaces (copied text would carry them): {padded}"
     assert "skeptical" not in sentence.split("then stateless")[0]
     assert 'npmcore query --index npm-store/index/5b7c0d9e1f2a3b4c "… [MASK] …"' in text
     assert "mlflow ui --backend-store-uri sqlite:///npm-store/mlflow.db" in text
