@@ -135,7 +135,8 @@ PRESETS: dict[str, dict] = {
     ),
     # One lent GPU for minutes (infra/README.md, GPU campaign). gpu-npm: the recipe of the encoder trained on
     # an H200 (../shared/encoders/npm-minilm-l6-h200), cpu-quality's objective at the paper's batch of 512 x 256
-    # tokens, lr 2e-4, a 5% warm-up, with cpu-quality's masking (no title n-grams); gpu-mlm: the masked-LM stage with the same batch, rate and warm-up.
+    # tokens, lr 2e-4, a 5% warm-up, with cpu-quality's masking (no title n-grams); gpu-mlm: the masked-LM
+    # stage with the same batch, rate and warm-up.
     # `steps` is nominal: the campaign sizes it to its minutes, and the warm-up keeps its share (configure).
     "gpu-mlm": dict(
         objective="mlm", steps=2_000, batch_size=512, lr=2e-4, warmup_steps=100, checkpoint_every=100, dropout=0.0
