@@ -73,12 +73,15 @@ def test_npmcore_serve_serves_the_same_deployments_without_a_work_pool(monkeypat
     assert (schedule.schedule.cron, schedule.schedule.timezone) == ("0 3 * * 0", "UTC")
 
 
-def test_npmcore_serve_names_the_way_out_without_a_server(monkeypatch):
+def test_npmcore_serve_names_the_way_out_without_a_server():
     from conftest import free_port
+    from prefect.settings import PREFECT_API_URL, temporary_settings
     from typer.testing import CliRunner
 
     from flows.cli import app
 
-    monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{free_port()}/api")  # nothing listens there
-    result = CliRunner().invoke(app, ["serve"])
+    # nothing listens there; as a setting, not the environment: Prefect read that when it was imported, and
+    # another test of this process may have pointed the settings at a running server
+    with temporary_settings({PREFECT_API_URL: f"http://127.0.0.1:{free_port()}/api"}):
+        result = CliRunner().invoke(app, ["serve"])
     assert result.exit_code == 2 and "start one with `prefect server start`" in " ".join(result.output.split())
