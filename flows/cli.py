@@ -213,7 +213,7 @@ def train_command(
         str,
         typer.Option(
             help="cpu-small (a short run), cpu-mlm (the masked-LM stage), cpu-quality (the shipped encoder's "
-            "recipe: NPM + 0.5 MLM), gpu-mlm, gpu-npm (one GPU) or paper (32 GPUs)."
+            "CPU recipe: NPM + 0.5 MLM), gpu-mlm, gpu-npm (one GPU) or paper (32 GPUs)."
         ),
     ] = "cpu-small",
     objective: Annotated[

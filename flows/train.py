@@ -21,8 +21,8 @@ class TrainParams(BaseModel):
     )
     preset: Literal["cpu-small", "cpu-mlm", "cpu-quality", "gpu-mlm", "gpu-npm", "paper"] = Field(
         "cpu-small",
-        description="cpu-small: a short run; cpu-mlm: the masked-LM stage; cpu-quality: the NPM stage "
-        "after cpu-mlm; gpu-mlm, gpu-npm: one GPU (infra/README.md); paper: 32-GPU setting.",
+        description="cpu-small: a short run; cpu-mlm: the masked-LM stage; cpu-quality: NPM + 0.5 MLM, the "
+        "shipped encoder's CPU recipe; gpu-mlm, gpu-npm: one GPU (infra/README.md); paper: 32-GPU setting.",
     )
     objective: Literal["npm", "npm-single", "mlm"] | None = Field(
         None,

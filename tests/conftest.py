@@ -191,6 +191,22 @@ def prefect(env: dict, *args: str) -> str:
     return result.stdout
 
 
+def run_training_deployment(env: dict, who: str) -> tuple[str, dict]:
+    """Run the train deployment as from the UI (2 cpu-small steps, promoted) and wait until ``who``
+    (a worker, a serving process) ends it; returns the flow run's id and final state."""
+    params = {"preset": "cpu-small", "steps": 2, "batch_size": 4, "promote": True}
+    out = prefect(env, "deployment", "run", "train_encoder/train", "--param", f"params={json.dumps(params)}")
+    run_id = next(line.split()[-1] for line in out.splitlines() if "UUID" in line)
+    final = wait_for(
+        lambda: (
+            (run := api(env, f"/flow_runs/{run_id}"))["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED") and run
+        ),
+        600,
+        f"{who} finishes the training run",
+    )
+    return run_id, final["state"]
+
+
 def kill_once(script: str, folder: Path, pattern: str, timeout_s: float = 300) -> None:
     """Run ``script`` in a new Python process and SIGKILL it as soon as a file matching
     ``pattern`` appears under ``folder`` (fails if the process ends first)."""

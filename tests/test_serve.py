@@ -2,7 +2,6 @@
 (a server of this module's own), it serves the deployments of infra/prefect.yaml, and a run triggered as from
 the UI runs in it."""
 
-import json
 import os
 import signal
 import subprocess
@@ -10,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import BIN, ROOT, api, prefect, wait_for
+from conftest import BIN, ROOT, api, run_training_deployment, wait_for
 
 SERVED = ["index_rebuild/index-rebuild", "train_encoder/train", "backfill_dump/backfill-dump"]
 
@@ -57,14 +56,5 @@ def test_npmcore_serve_serves_the_deployments_of_prefect_yaml_without_a_work_poo
 @pytest.mark.timeout(900)
 def test_a_training_run_triggered_as_from_the_ui_runs_in_the_serving_process(served):
     env, log = served
-    params = {"preset": "cpu-small", "steps": 2, "batch_size": 4, "promote": True}
-    out = prefect(env, "deployment", "run", "train_encoder/train", "--param", f"params={json.dumps(params)}")
-    run_id = next(line.split()[-1] for line in out.splitlines() if "UUID" in line)
-    final = wait_for(
-        lambda: (
-            (run := api(env, f"/flow_runs/{run_id}"))["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED") and run
-        ),
-        600,
-        "the served training run finishes",
-    )
-    assert final["state"]["type"] == "COMPLETED", log.read_text()[-5000:]
+    _, state = run_training_deployment(env, "the serving process")
+    assert state["type"] == "COMPLETED", log.read_text()[-5000:]

@@ -2,7 +2,6 @@
 infra/prefect.yaml, its scheduler and a process worker; a Dask scheduler with mutual TLS."""
 
 import asyncio
-import json
 import os
 import signal
 import ssl
@@ -10,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import BIN, ROOT, api, free_port, prefect, wait_for
+from conftest import BIN, ROOT, api, free_port, prefect, run_training_deployment, wait_for
 from distributed import Client
 from distributed.comm import connect
 
@@ -68,17 +67,8 @@ def test_a_process_worker_runs_a_triggered_training_run_which_becomes_the_champi
             stderr=subprocess.STDOUT, start_new_session=True,
         )  # fmt: skip
     try:
-        params = {"preset": "cpu-small", "steps": 2, "batch_size": 4, "promote": True}
-        out = prefect(env, "deployment", "run", "train_encoder/train", "--param", f"params={json.dumps(params)}")
-        run_id = next(line.split()[-1] for line in out.splitlines() if "UUID" in line)
-        final = wait_for(
-            lambda: (
-                (run := api(env, f"/flow_runs/{run_id}"))["state"]["type"] in ("COMPLETED", "FAILED", "CRASHED") and run
-            ),
-            600,
-            "the worker finishes the training run",
-        )
-        assert final["state"]["type"] == "COMPLETED", (tmp_path / "worker.log").read_text()[-5000:]
+        run_id, state = run_training_deployment(env, "the worker")
+        assert state["type"] == "COMPLETED", (tmp_path / "worker.log").read_text()[-5000:]
     finally:
         os.killpg(worker.pid, signal.SIGTERM)
         worker.wait(timeout=60)
