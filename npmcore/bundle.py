@@ -78,6 +78,7 @@ def write_bundle(corpus_url: str, out: str | Path, max_tokens: int | None = None
             "title_tokens": pa.array(titles, pa.int16()),
         }
     ).replace_schema_metadata({_META: json.dumps(info.__dict__).encode()})
+    out.parent.mkdir(parents=True, exist_ok=True)
     partial = out.with_name(f".tmp-{out.name}")
     pq.write_table(table, partial, compression="zstd", compression_level=COMPRESSION_LEVEL, use_dictionary=False)
     os.replace(partial, out)
