@@ -439,10 +439,27 @@ def index_command(
     ] = None,
     search_params: Annotated[str | None, typer.Option(help="Default FAISS search parameters, e.g. nprobe=64.")] = None,
     on_disk: Annotated[bool, typer.Option(help="IVF only: memory-mapped inverted lists.")] = False,
+    rerank: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="kNN search re-scores the index's top k x N with the datastore's exact vectors (default: 4 for "
+            "compressed indexes, 1 for Flat).",
+        ),
+    ] = None,
+    max_memory: Annotated[
+        float | None,
+        typer.Option(
+            min=0.001,
+            help="GiB of RAM the served index may hold: the default factory is chosen within it (IVF with "
+            "memory-mapped lists when its codes do not fit).",
+        ),
+    ] = None,
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
-    """Embed a corpus snapshot (shards in parallel on Dask) and build its FAISS + BM25 index; prints its URL."""
+    """Embed a corpus snapshot (shards in parallel on Dask) and build its FAISS + BM25 index; prints its URL.
+    The log states the index's plan first: its factory and why, its size, memory, training sample and time."""
     from flows.index import IndexParams, index_corpus
     from flows.prefect_api import prefect_api
 
@@ -453,14 +470,18 @@ def index_command(
         factory=factory,
         search_params=search_params,
         on_disk=on_disk,
+        rerank=rerank,
+        max_memory_gb=max_memory,
         cluster=cluster_params(dask_address, workers),
     )
     with prefect_api():
-        url = index_corpus(params)
+        url = index_corpus(params, progress=sys.stderr.isatty())
     manifest = open_snapshot(url, verify=False)
     show(counts_table(manifest))
+    rerank = manifest.config.get("rerank", 1)
     console.print(
-        f"factory {manifest.config['factory']} ({manifest.config['search_params'] or 'no search parameters'})"
+        f"factory {manifest.config['factory']} ({manifest.config['search_params'] or 'no search parameters'}"
+        + (f"; kNN re-scores k x {rerank} from the datastore)" if rerank > 1 else ")")
     )
     print(url)
 

@@ -1,14 +1,15 @@
-"""Flow ``index_corpus``: corpus snapshot -> datastore (shards embedded on Dask) -> FAISS + BM25 index snapshot."""
+"""Flow ``index_corpus``: corpus snapshot -> datastore (shards embedded on Dask) -> FAISS (shards
+encoded on Dask) -> BM25 -> index snapshot; the index's plan is logged before anything is embedded."""
 
-from prefect import flow
+from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
 from flows.params import ClusterParams, StoreURL, default_store
 from npmcore.cluster import dask_cluster
-from npmcore.indexer import IndexConfig
+from npmcore.indexer import IndexConfig, corpus_choice
 from npmcore.snapshots import newest_corpus, open_index
 from npmcore.tracking import resolve_encoder
-from tasks.index import build_datastore_task, build_index_task
+from tasks.index import build_bm25_task, build_datastore_task, build_faiss_task, commit_index_task
 
 
 class IndexParams(BaseModel):
@@ -35,6 +36,18 @@ class IndexParams(BaseModel):
         description="Vectors sampled to train the index; empty = 1 in 32 of the corpus tokens, 20k to 100k.",
     )
     on_disk: bool = Field(False, description="IVF only: keep the inverted lists in a memory-mapped file.")
+    rerank: int | None = Field(
+        None,
+        ge=1,
+        description="kNN search re-scores the index's top k x rerank with the datastore's exact vectors; "
+        "empty = 4 for compressed indexes, 1 for Flat.",
+    )
+    max_memory_gb: float | None = Field(
+        None,
+        gt=0,
+        description="RAM (GiB) the served index may hold: the default factory is chosen within it "
+        "(IVF with memory-mapped lists when the codes do not fit); empty = no limit.",
+    )
     bm25: bool = Field(True, description="Also build the BM25 index for the restricted open-set mode.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
 
@@ -45,21 +58,30 @@ class IndexParams(BaseModel):
             train_size=self.train_size,
             on_disk=self.on_disk,
             bm25=self.bm25,
+            rerank=self.rerank,
+            max_memory=None if self.max_memory_gb is None else int(self.max_memory_gb * 2**30),
         )
 
 
 @flow(name="index_corpus")
-def index_corpus(params: IndexParams | None = None, previous: str | None = None) -> str:
+def index_corpus(params: IndexParams | None = None, previous: str | None = None, progress: bool = False) -> str:
     """Embed a corpus snapshot and build its index snapshot; returns the index URL.
 
     ``previous``: an index of an earlier corpus snapshot made with the same encoder; blocks
     whose content is unchanged copy their vectors from its datastore and its trained FAISS
-    index is reused (incremental backfill).
+    index is reused (incremental backfill). ``progress``: show progress bars (a terminal).
     """
     params = params or IndexParams()
     corpus = params.corpus or newest_corpus(params.store)
     encoder = resolve_encoder(params.model, params.store)
     reuse = open_index(previous).datastore if previous else None
+    config = params.config()
+    if previous is None:
+        logger = get_run_logger()
+        for what, value in corpus_choice(corpus, encoder, config).rows():
+            logger.info("index plan: %s: %s", what, value)
     with dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address:
-        datastore = build_datastore_task(corpus, params.store, encoder, reuse, address)
-        return build_index_task(datastore, params.config(), previous, address)
+        datastore = build_datastore_task(corpus, params.store, encoder, reuse, address, progress)
+        faiss_files = build_faiss_task(datastore, config, previous, address, progress)
+        bm25_files = build_bm25_task(datastore, config, previous)
+        return commit_index_task(datastore, config, previous, {**faiss_files, **bm25_files})

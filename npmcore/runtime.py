@@ -24,6 +24,9 @@ DEFAULTS: dict[str, str] = {
     # cores, a spinning thread burns the time slice its partner needs. Training the demo's index (OPQ48,PQ48np,
     # 21k vectors, two threads) on the loaded 2-core machine took 534 s spinning, 51 s passive (one thread: 42 s).
     "OMP_WAIT_POLICY": "PASSIVE",
+    # Dask's INFO lines (every worker registering, every client connecting) would bury the pipeline's own log;
+    # workers inherit this too. Warnings and errors still show.
+    "DASK_LOGGING__DISTRIBUTED": "warning",
 }
 
 

@@ -1,10 +1,21 @@
-"""Index-building tasks: the datastore (shards mapped over a Dask cluster), then FAISS + BM25."""
+"""Index-building tasks: the datastore (shards mapped over a Dask cluster), then FAISS, BM25 and the commit."""
+
+from contextlib import nullcontext
 
 from prefect import task
 
 from npmcore.cluster import dask_client
-from npmcore.datastore import build_datastore
-from npmcore.indexer import IndexConfig, build_index
+from npmcore.datastore import build_datastore, plan_datastore
+from npmcore.indexer import (
+    IndexConfig,
+    build_bm25_files,
+    build_faiss_files,
+    commit_index,
+    existing_index,
+    plan_index,
+)
+from npmcore.progress import token_progress
+from npmcore.storage import FileEntry
 from tasks import HOUR, is_transient
 
 
@@ -15,16 +26,41 @@ from tasks import HOUR, is_transient
     retry_condition_fn=is_transient,
     timeout_seconds=24 * HOUR,
 )
-def build_datastore_task(corpus: str, store: str, encoder: str | None, reuse: str | None, dask_address: str) -> str:
+def build_datastore_task(
+    corpus: str, store: str, encoder: str | None, reuse: str | None, dask_address: str, progress: bool = False
+) -> str:
     """Embed every block of a corpus (a retry resumes: finished shards are kept); ``reuse``: a
     datastore of the same encoder whose vectors unchanged blocks copy."""
     with dask_client(dask_address) as client:
-        return build_datastore(corpus, store, encoder, client, reuse=reuse)
+        total = plan_datastore(corpus, store, encoder, reuse=reuse).tokens
+        with token_progress("embedding", total) if progress else nullcontext() as show:
+            on_shard = (lambda shard: show(shard.tokens)) if progress else None
+            return build_datastore(corpus, store, encoder, client, on_shard=on_shard, reuse=reuse)
 
 
-@task(name="build-index", retries=1, retry_delay_seconds=30, retry_condition_fn=is_transient, timeout_seconds=12 * HOUR)
-def build_index_task(datastore: str, config: IndexConfig, trained: str | None, dask_address: str) -> str:
-    """FAISS (IVF shards filled in parallel, then merged; ``trained``: an index snapshot whose
-    trained FAISS index is reused) and BM25."""
+@task(name="build-faiss", retries=1, retry_delay_seconds=30, retry_condition_fn=is_transient, timeout_seconds=12 * HOUR)
+def build_faiss_task(
+    datastore: str, config: IndexConfig, trained: str | None, dask_address: str, progress: bool = False
+) -> dict[str, FileEntry]:
+    """Train the FAISS index on a sample, encode the shards on the workers, gather them (``trained``:
+    an index snapshot whose trained FAISS index is reused); a retry resumes."""
+    plan = plan_index(datastore, config, trained)
+    if existing_index(plan):
+        return {}
     with dask_client(dask_address) as client:
-        return build_index(datastore, config, client, trained)
+        with token_progress("indexing", plan.choice.tokens) if progress else nullcontext() as show:
+            return build_faiss_files(plan, client, show)
+
+
+@task(name="build-bm25", retries=1, retry_delay_seconds=30, retry_condition_fn=is_transient, timeout_seconds=12 * HOUR)
+def build_bm25_task(datastore: str, config: IndexConfig, trained: str | None) -> dict[str, FileEntry]:
+    """The Lucene index of the blocks, for BM25-restricted open-set queries."""
+    plan = plan_index(datastore, config, trained)
+    return {} if existing_index(plan) else build_bm25_files(plan)
+
+
+@task(name="commit-index", retries=1, retry_delay_seconds=10, retry_condition_fn=is_transient)
+def commit_index_task(datastore: str, config: IndexConfig, trained: str | None, files: dict[str, FileEntry]) -> str:
+    """The index snapshot's manifest, written last; returns its URL (an existing one as it is)."""
+    plan = plan_index(datastore, config, trained)
+    return existing_index(plan) or commit_index(plan, files)

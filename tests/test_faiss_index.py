@@ -9,51 +9,92 @@ import pytest
 from reference import QUERIES
 
 from npmcore.faiss_index import (
-    add_all,
-    add_shard,
-    default_factory,
+    BYTES_PER_TOKEN,
+    IVF_FROM_TOKENS,
+    choose_index,
     default_train_size,
     finalize,
     is_ivf,
-    merge_ivf,
+    rescore,
     search,
-    train_index,
 )
 from npmcore.indexer import IndexConfig, build_index, plan_index, training_sample
 from npmcore.inference import NPM, InferenceConfig
-from npmcore.snapshots import iter_shards
+from npmcore.snapshots import DatastoreRows, iter_shards, open_index
 from npmcore.storage import SnapshotError
 
 
-def test_merged_ivf_index_equals_a_single_shot_build(news_store, tmp_path):
-    trained = train_index("IVF16,PQ8np", training_sample(news_store.datastore, 4000))
+@pytest.mark.parametrize("on_disk", [False, True])
+def test_shards_encoded_on_the_workers_equal_a_single_shot_build(news_store, on_disk):
+    """IVF shard indexes filled apart and merged (in memory, or into memory-mapped lists), and PQ codes
+    encoded apart and appended, against the same trained index filled with every vector at once."""
     shards = list(iter_shards(news_store.datastore))
-    paths = []
-    for i, (first, arrays) in enumerate(shards):
-        paths.append(str(tmp_path / f"{i}.faiss"))
-        faiss.write_index(add_shard(trained, arrays["vectors"], first), paths[-1])
-    single = finalize(add_all(faiss.clone_index(trained), [(f, a["vectors"]) for f, a in shards]))
-    in_memory = finalize(merge_ivf(trained, paths))
-    on_disk = finalize(merge_ivf(trained, paths, str(tmp_path / "lists.ivfdata")))
-    queries = np.asarray(shards[0][1]["vectors"][:50], dtype=np.float32)
-    for index in (single, in_memory, on_disk):
-        faiss.extract_index_ivf(index).nprobe = 4
-    D, I = search(single, queries, 20)
-    for merged in (in_memory, on_disk):
-        D2, I2 = search(merged, queries, 20)
+    vectors = np.concatenate([np.asarray(a["vectors"], dtype=np.float32) for _, a in shards])
+    queries = vectors[::301][:50]
+    factories = ["IVF16,PQ8np"] if on_disk else ["IVF16,PQ8np", "OPQ8,PQ8np"]
+    for factory in factories:
+        url = build_index(
+            news_store.datastore, IndexConfig(factory=factory, train_size=4000, on_disk=on_disk, bm25=False)
+        )
+        built = NPM(url).index
+        single = faiss.read_index(f"{url}/trained.faiss")  # the trained, empty index the snapshot keeps
+        if is_ivf(single):
+            single.add_with_ids(vectors, np.arange(len(vectors)))
+            for index in (single, built):
+                faiss.extract_index_ivf(index).nprobe = 4
+        else:
+            single.add(vectors)
+        finalize(single)
+        D, I = search(single, queries, 20)
+        D2, I2 = search(built, queries, 20)
         np.testing.assert_array_equal(I, I2)
         np.testing.assert_array_equal(D, D2)
-        ids = np.arange(0, merged.ntotal, 97)
-        np.testing.assert_array_equal(single.reconstruct_batch(ids), merged.reconstruct_batch(ids))
+        ids = np.arange(0, built.ntotal, 97)
+        np.testing.assert_array_equal(single.reconstruct_batch(ids), built.reconstruct_batch(ids))
 
 
 @pytest.mark.parametrize("tokens", [15_000, 30_000_000])
 def test_the_default_factory_is_a_rotated_pq_within_the_byte_budget(tokens):
-    index = faiss.index_factory(384, default_factory(384, tokens), faiss.METRIC_INNER_PRODUCT)
+    choice = choose_index(384, tokens)
+    index = faiss.index_factory(384, choice.factory, faiss.METRIC_INNER_PRODUCT)
     assert isinstance(faiss.downcast_index(index), faiss.IndexPreTransform)  # the OPQ rotation
-    ivf_bytes = 16 if is_ivf(index) else 0  # a list entry's id and its direct-map entry
-    assert index.sa_code_size() + ivf_bytes + 2 <= 64  # with a uint16 token id
-    assert is_ivf(index) == (tokens > 20_000_000)
+    assert is_ivf(index) == (tokens > IVF_FROM_TOKENS)
+    assert choice.disk_bytes <= BYTES_PER_TOKEN * tokens  # codes, IVF ids and direct map, a uint16 token id
+    assert choice.rerank > 1  # compressed codes find a shortlist; the datastore scores it
+
+
+def test_a_memory_budget_moves_the_lists_to_disk_or_is_refused_with_the_least_one():
+    tokens = 100_000_000
+    in_ram = choose_index(384, tokens)
+    assert in_ram.on_disk is False and in_ram.ram_bytes > 4 * 2**30
+    mapped = choose_index(384, tokens, max_memory=2 * 2**30)
+    assert mapped.on_disk and mapped.ram_bytes <= 2 * 2**30 and "IVF" in mapped.factory
+    with pytest.raises(ValueError, match=r"max_memory 0.10 GiB is too little for 100,000,000 tokens"):
+        choose_index(384, tokens, max_memory=int(0.1 * 2**30))
+
+
+def test_exact_indexes_are_not_re_ranked_and_bad_factories_are_refused():
+    assert choose_index(384, 1000, factory="Flat").rerank == 1
+    with pytest.raises(ValueError, match="invalid FAISS index-factory string 'IVF16,PQ7x'"):
+        choose_index(384, 1000, factory="IVF16,PQ7x")
+    with pytest.raises(ValueError, match="on_disk needs an IVF index"):
+        choose_index(384, 1000, factory="OPQ8,PQ8np", on_disk=True)
+
+
+def test_rescoring_a_shortlist_equals_brute_force_over_it(news_store):
+    rows = DatastoreRows(news_store.datastore)
+    rng = np.random.default_rng(0)
+    queries = rng.standard_normal((5, 384)).astype(np.float32)
+    shortlist = rng.choice(rows.first[-1], size=(5, 40), replace=False)
+    shortlist[1, 30:] = -1  # fewer found than k
+    D, I = rescore(queries, shortlist, rows.gather, 35)
+    for q, found, d, ids in zip(queries, shortlist, D, I, strict=True):
+        found = found[found >= 0]
+        exact = np.array([rows.rows(int(i), int(i) + 1)[0] @ q for i in found])  # one row at a time: the reference
+        order = np.argsort(-exact, kind="stable")[:35]
+        np.testing.assert_array_equal(ids[: len(order)], found[order])
+        np.testing.assert_allclose(d[: len(order)], exact[order], rtol=1e-5, atol=1e-4)
+        assert (ids[len(order) :] == -1).all()
 
 
 @pytest.mark.parametrize(
@@ -64,10 +105,23 @@ def test_the_default_training_sample_is_sized_to_the_corpus(tokens, train_size):
     assert default_train_size(tokens) == train_size
 
 
+def test_an_ivf_gets_enough_training_vectors_per_list():
+    assert default_train_size(2_000_000, nlist=4096) == 4096 * 30
+
+
 def test_an_index_plan_records_its_training_size_in_its_id(news_store):
     sized, given = plan_index(news_store.datastore), plan_index(news_store.datastore, IndexConfig(train_size=20_000))
-    assert sized.train_size == 20_000 and sized.id == given.id  # the news datastore is small: the least sample
+    assert sized.choice.train_size == 20_000 and sized.id == given.id  # the news datastore is small: the least sample
     assert plan_index(news_store.datastore, IndexConfig(train_size=30_000)).id != sized.id
+
+
+def test_the_training_sample_is_read_row_by_row_and_drawn_evenly(news_store):
+    sample = training_sample(news_store.datastore, 500)
+    everything = np.concatenate(
+        [np.asarray(a["vectors"], dtype=np.float32) for _, a in iter_shards(news_store.datastore)]
+    )
+    pick = np.sort(np.random.default_rng(0).choice(len(everything), size=500, replace=False))
+    np.testing.assert_array_equal(sample, everything[pick])
 
 
 @pytest.mark.parametrize("factory", ["OPQ8,PQ8np", pytest.param(None, marks=pytest.mark.slow)])
@@ -80,14 +134,13 @@ def test_a_compact_index_snapshot_searches_its_own_decoded_vectors_exactly(news_
     answers = npm.predict(QUERIES[:2], InferenceConfig(restrict=False, k=256))
     assert all(len(a) == 5 for a in answers)
     assert npm.index.sa_code_size() + npm.corpus.tokens.itemsize <= 64  # a PQ code and a uint16 token id, no ids
+    assert open_index(url).manifest.config["rerank"] > 1
     queries = npm.encode_queries(QUERIES, 2).reshape(-1, npm.index.d)
     decoded = npm.index.reconstruct_n(0, npm.index.ntotal)  # rotated back: inner products are unchanged
     scores, ids = search(npm.index, queries, 50)
     exact = queries @ decoded.T
     np.testing.assert_allclose(scores, np.take_along_axis(exact, ids, 1), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(scores, -np.sort(-exact, axis=1)[:, :50], rtol=1e-4, atol=1e-4)
-    with pytest.raises(ValueError, match="invalid FAISS index-factory string 'IVF16,PQ7x'"):
-        build_index(news_store.datastore, IndexConfig(factory="IVF16,PQ7x"))
 
 
 def test_a_corrupted_or_missing_index_file_is_an_error(news_store, tmp_path):
