@@ -80,6 +80,7 @@ class EmbeddedShard:
     blocks: int
     tokens: int
     reused_blocks: int = 0  # blocks whose vectors were copied from the plan's ``reuse`` datastore
+    resumed: bool = False  # finished by an earlier try (a killed worker's, a failed run's): not embedded again
 
 
 def plan_datastore(
@@ -136,6 +137,7 @@ def embed_shard(plan: DatastorePlan, index: int) -> EmbeddedShard:
             done["blocks"],
             done["tokens"],
             done["reused_blocks"],
+            resumed=True,
         )
     _use_worker_threads()
     tokenizer, model = cached_encoder(plan.encoder)
@@ -171,7 +173,7 @@ def embed_shard(plan: DatastorePlan, index: int) -> EmbeddedShard:
         json.dump(
             {
                 "files": {k: asdict(v) for k, v in files.items()},
-                **{k: v for k, v in asdict(result).items() if k not in ("name", "files")},
+                **{k: v for k, v in asdict(result).items() if k not in ("name", "files", "resumed")},
             },
             f,
         )
@@ -279,4 +281,9 @@ def build_datastore(
         results.append(result)
         if on_shard is not None:
             on_shard(result)
+    resumed = sum(r.resumed for r in results)
+    if resumed:
+        log.info(
+            "datastore %s: %d shards embedded, %d finished by an earlier try", plan.id, len(results) - resumed, resumed
+        )
     return commit_datastore(plan, results)

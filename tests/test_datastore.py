@@ -66,7 +66,10 @@ def test_resume_after_a_killed_shard_equals_a_clean_build(news_store, serial_dat
     done_at = marker.stat().st_mtime_ns
     with pytest.raises(SnapshotError):
         open_snapshot(str(marker.parent.parent))
-    resumed = build_datastore(copy, str(store))
+    finished_before = {p.stem for p in marker.parent.glob("*.json")}
+    results = []
+    resumed = build_datastore(copy, str(store), on_shard=results.append)
+    assert {r.name for r in results if r.resumed} == finished_before  # no finished shard is embedded again
     assert marker.exists() is False  # the staging folder became the snapshot
     assert (
         store / "datastore" / resumed.rsplit("/", 1)[1] / "shards" / "part-00000.json"

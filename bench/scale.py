@@ -1,0 +1,352 @@
+"""Benchmark: the pipeline at the size of its job, stage by stage, on growing real corpora.
+
+Usage: python bench/scale.py [--files 0 8 16 32 64] [--k 4096] [--queries 64] [--nprobe 16 64 256]
+                             [--fault] [--keep DIR]
+
+Each point is the embedded default corpus plus the first N files of ../shared/data/enwiki_sample
+(``--files``: 0 is the default corpus alone, 64 all of the 96k-article extract), run through the
+real flows a user runs (``ingest_corpus``, then ``index_corpus``: datastore, FAISS, BM25) on a
+local Dask cluster of two single-threaded workers and one Prefect API, in a fresh store. Per stage
+(ingest, embed, index, bm25; their times are the Prefect task runs'): seconds, tokens/s, and the
+peak RSS of the driver (this process: the flows, FAISS gathering, the Lucene JVM) and of each
+worker, sampled every 0.2 s. Then, per point: bytes on disk per content token of the corpus,
+datastore, FAISS index (with token ids and offsets) and BM25 index; the index's recall of the exact
+top-k (brute force, shard by shard over the datastore) for the two mask vectors of ``--queries``
+real masked sentences (wiki_63, or the default corpus's articles when it is not indexed); warm
+open-set (top-3 BM25 passages) and closed-set (kNN, label words) latency of one query at a time.
+
+At the largest point, ``--nprobe`` builds the default IVF of that size (``OPQ32,IVF…,PQ32np``: 64
+bytes a token with its ids and direct map) and measures recall and closed-set latency at each
+nprobe, against the exhaustive default's; ``--fault`` embeds the same corpus again into another
+store, kills a worker process once half of the shards are done, and checks the datastore it
+finishes against the uninterrupted one (every file's sha256) and that no shard finished before the
+kill was embedded again. Nothing else should run on the machine meanwhile.
+
+Prints one line per point and, last, one JSON object:
+``{"points": [{"files", "tokens", "seconds": {stage}, "tokens_per_s": {stage}, "peak_rss_mb": {stage},
+"rss_mb": {stage: {"driver", "workers"}}, "bytes_per_token": {"corpus", "datastore", "index", "bm25"},
+"factory", "recall_at_k", "p50_open_ms", "p95_open_ms", "p50_closed_ms", "p95_closed_ms"}],
+"exponent": {stage}, "rss_growth", "ivf", "fault"}``: ``exponent`` is the slope of log seconds over
+log tokens between the smallest and the largest point, ``rss_growth`` the largest stage peak RSS at
+the largest point over the same at the second largest.
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data" / "enwiki_sample"
+STAGES = {"ingest": "ingest-corpus", "embed": "build-datastore", "index": "build-faiss", "bm25": "build-bm25"}
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from npmcore.runtime import configure_environment  # noqa: E402
+
+configure_environment()
+
+
+class RssSampler:
+    """Peak RSS per process over time: this process and the given worker processes, every ``every`` s."""
+
+    def __init__(self, workers: list[int], every: float = 0.2):
+        import psutil
+
+        self.processes = {"driver": psutil.Process()} | {f"worker-{pid}": psutil.Process(pid) for pid in workers}
+        self.samples: list[tuple[float, dict[str, int]]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every,), daemon=True)
+
+    def _run(self, every: float) -> None:
+        while not self._stop.wait(every):
+            rss = {}
+            for name, process in self.processes.items():
+                try:
+                    rss[name] = process.memory_info().rss
+                except Exception:  # a worker that died (the fault run) or restarted
+                    continue
+            self.samples.append((time.time(), rss))
+
+    def __enter__(self) -> "RssSampler":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def peaks(self, start: float, end: float) -> dict[str, float]:
+        """MB: the driver's peak and the largest worker peak within [start, end]."""
+        inside = [rss for t, rss in self.samples if start <= t <= end] or [self.samples[-1][1]]
+        driver = max(r.get("driver", 0) for r in inside)
+        workers = max((v for r in inside for k, v in r.items() if k != "driver"), default=0)
+        return {"driver": round(driver / 2**20, 1), "workers": round(workers / 2**20, 1)}
+
+
+def task_times(flow_run_id) -> dict[str, tuple[float, float]]:
+    """(start, end) epoch seconds of each task run of a flow run, by task name (its run suffix dropped)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterId
+
+    with get_client(sync_client=True) as client:
+        runs = client.read_task_runs(flow_run_filter=FlowRunFilter(id=FlowRunFilterId(any_=[flow_run_id])))
+    return {run.name.rsplit("-", 1)[0]: (run.start_time.timestamp(), run.end_time.timestamp()) for run in runs}
+
+
+def folder_bytes(url: str, prefix: str | None = None, exclude: str | None = None) -> int:
+    from npmcore.storage import read_manifest
+
+    files = read_manifest(url).files
+    return sum(
+        e.bytes
+        for p, e in files.items()
+        if (prefix is None or p.startswith(prefix)) and (exclude is None or not p.startswith(exclude))
+    )
+
+
+def exact_top_k(datastore: str, queries: np.ndarray, k: int) -> np.ndarray:
+    """Ids (nq, k) of the exact top-k inner products over the datastore, one shard in memory at a time."""
+    from npmcore.snapshots import iter_shards
+
+    best_s = np.full((len(queries), 0), -np.inf, dtype=np.float32)
+    best_i = np.zeros((len(queries), 0), dtype=np.int64)
+    for first, arrays in iter_shards(datastore):
+        vectors = np.asarray(arrays["vectors"], dtype=np.float32)
+        if not len(vectors):
+            continue
+        sims = queries @ vectors.T
+        keep = min(k, sims.shape[1])
+        top = np.argpartition(-sims, keep - 1, axis=1)[:, :keep]
+        cand_s = np.concatenate([best_s, np.take_along_axis(sims, top, 1)], axis=1)
+        cand_i = np.concatenate([best_i, top + first], axis=1)
+        order = np.argsort(-cand_s, axis=1, kind="stable")[:, :k]
+        best_s, best_i = np.take_along_axis(cand_s, order, 1), np.take_along_axis(cand_i, order, 1)
+    return best_i
+
+
+def latencies(npm, queries: list[str], k: int) -> dict[str, float]:
+    """Warm latency of one query at a time: open-set (BM25-restricted) and closed-set (kNN, two labels)."""
+    from npmcore.inference import InferenceConfig
+
+    labels = [np.array(npm.tokenizer.convert_tokens_to_ids(w)) for w in (["great", "good"], ["terrible", "bad"])]
+    npm.predict(queries[:2], InferenceConfig(restrict=True))  # starts the JVM
+    npm.classify(queries[:2], labels, config=InferenceConfig(k=k, tau=5.0))
+    ms = {"open": [], "closed": []}
+    for query in queries:
+        start = time.perf_counter()
+        npm.predict([query], InferenceConfig(restrict=True))
+        ms["open"].append(1000 * (time.perf_counter() - start))
+        start = time.perf_counter()
+        npm.classify([query], labels, config=InferenceConfig(k=k, tau=5.0))
+        ms["closed"].append(1000 * (time.perf_counter() - start))
+    return {f"p{p}_{kind}_ms": round(float(np.percentile(v, p)), 1) for kind, v in ms.items() for p in (50, 95)}
+
+
+def measure_point(files: int, root: Path, address: str, workers: list[int], args) -> tuple[dict, dict]:
+    """Run the flows on the default corpus plus ``files`` extract files in a fresh store; the point's
+    figures, and what the later measurements need (store, corpus, datastore, index, queries)."""
+    from index import masked_sentences
+    from topk import overlap
+
+    from flows.index import IndexParams, index_corpus
+    from flows.ingest import ingest_corpus
+    from flows.params import ClusterParams, IngestParams
+    from npmcore.corpus import default_corpus
+    from npmcore.inference import NPM, InferenceConfig
+    from npmcore.snapshots import open_index
+    from npmcore.storage import read_manifest
+
+    store = root / f"files-{files}"
+    cluster = ClusterParams(dask_address=address)
+    inputs = [*default_corpus(), *(str(DATA / f"wiki_{i:02d}") for i in range(files))]
+    times = {}
+    with RssSampler(workers) as rss:
+        state = ingest_corpus(IngestParams(inputs=inputs, store=str(store), cluster=cluster), return_state=True)
+        corpus = state.result()
+        times.update(task_times(state.state_details.flow_run_id))
+        state = index_corpus(IndexParams(store=str(store), corpus=corpus, cluster=cluster), return_state=True)
+        index = state.result()
+        times.update(task_times(state.state_details.flow_run_id))
+    datastore = open_index(index).datastore
+    manifest = read_manifest(index)
+    tokens = manifest.counts["tokens"]
+    seconds = {stage: times[task][1] - times[task][0] for stage, task in STAGES.items()}
+    rss_mb = {stage: rss.peaks(*times[task]) for stage, task in STAGES.items()}
+
+    npm = NPM(index)
+    held_out = DATA / "wiki_63"
+    queries = masked_sentences(held_out, args.queries)
+    q = npm.encode_queries(queries, 2).reshape(-1, npm.index.d) * npm.scale
+    truth = exact_top_k(datastore, q, args.k)
+    _, found = npm.search(q, InferenceConfig(k=args.k))
+    point = {
+        "files": files,
+        "tokens": tokens,
+        "seconds": {s: round(v, 1) for s, v in seconds.items()},
+        "tokens_per_s": {s: round(tokens / v, 1) for s, v in seconds.items()},
+        "peak_rss_mb": {s: max(v.values()) for s, v in rss_mb.items()},
+        "rss_mb": rss_mb,
+        "bytes_per_token": {
+            "corpus": round(folder_bytes(corpus) / tokens, 2),
+            "datastore": round(folder_bytes(datastore) / tokens, 2),
+            "index": round(folder_bytes(index, exclude="bm25/") / tokens, 2),
+            "bm25": round(folder_bytes(index, prefix="bm25/") / tokens, 2),
+        },
+        "factory": manifest.config["factory"],
+        "rerank": manifest.config["rerank"],
+        "recall_at_k": round(overlap(found, truth), 4),
+        **latencies(npm, queries, args.k),
+    }
+    return point, {"store": store, "corpus": corpus, "datastore": datastore, "index": index, "q": q, "truth": truth}
+
+
+def measure_ivf(last: dict, address: str, args) -> dict:
+    """The default IVF of the largest point's size on its datastore: recall and closed-set latency per nprobe."""
+    from distributed import Client
+    from topk import overlap
+
+    from npmcore.faiss_index import choose_index
+    from npmcore.indexer import IndexConfig, build_index
+    from npmcore.inference import NPM, InferenceConfig
+
+    tokens = len(np.load(Path(last["index"]) / "tokens.npy", mmap_mode="r"))
+    factory = choose_index(last["q"].shape[1], tokens, on_disk=True).factory  # the layout above the switch point
+    start = time.perf_counter()
+    with Client(address) as client:
+        url = build_index(last["datastore"], IndexConfig(factory=factory, bm25=False), client)
+    build_s = time.perf_counter() - start
+    npm = NPM(url)
+    rows = []
+    for nprobe in args.nprobe:
+        config = InferenceConfig(k=args.k, search_params=f"nprobe={nprobe}")
+        _, found = npm.search(last["q"], config)
+        timed = []
+        for row in last["q"]:
+            start = time.perf_counter()
+            npm.search(row[None], config)
+            timed.append(1000 * (time.perf_counter() - start))
+        rows.append(
+            {"nprobe": nprobe, "recall_at_k": round(overlap(found, last["truth"]), 4), "p50_search_ms": _p50(timed)}
+        )
+        print(f"IVF {factory} nprobe {nprobe}: {rows[-1]}", file=sys.stderr, flush=True)
+    exhaustive = NPM(last["index"])
+    timed = []
+    for row in last["q"]:
+        start = time.perf_counter()
+        exhaustive.search(row[None], InferenceConfig(k=args.k))
+        timed.append(1000 * (time.perf_counter() - start))
+    return {"factory": factory, "build_s": round(build_s, 1), "nprobe": rows, "exhaustive_p50_search_ms": _p50(timed)}
+
+
+def _p50(ms: list[float]) -> float:
+    return round(float(np.percentile(ms, 50)), 1)
+
+
+def measure_fault(last: dict, root: Path, address: str) -> dict:
+    """Embed the largest corpus again into another store, kill a worker halfway; compare with the first datastore."""
+    from distributed import Client
+
+    from npmcore.datastore import build_datastore
+    from npmcore.storage import open_snapshot
+
+    store = root / "fault"
+    shards = len(open_snapshot(last["corpus"]).files)
+    killed: dict = {}
+
+    def kill_halfway(client: Client) -> None:
+        while True:
+            done = list(store.glob("datastore/.partial-*/shards/*.json"))
+            if len(done) >= shards // 2:
+                break
+            time.sleep(0.5)
+        killed["finished_before"] = sorted(p.stem for p in done)
+        pid = next(iter(client.run(os.getpid).values()))
+        os.kill(pid, signal.SIGKILL)
+        killed["pid"] = pid
+        killed["at"] = time.time()
+
+    results = []
+    with Client(address) as client:
+        killer = threading.Thread(target=kill_halfway, args=(client,), daemon=True)
+        killer.start()
+        start = time.perf_counter()
+        url = build_datastore(last["corpus"], str(store), client=client, on_shard=results.append)
+        seconds = time.perf_counter() - start
+        killer.join(timeout=1)
+    clean, faulted = open_snapshot(last["datastore"]).files, open_snapshot(url).files
+    embedded_again = [r.name for r in results if r.name in killed.get("finished_before", []) and not r.resumed]
+    return {
+        "killed_worker_pid": killed.get("pid"),
+        "shards": shards,
+        "finished_before_kill": len(killed.get("finished_before", [])),
+        "embedded_after_kill": sum(not r.resumed for r in results),
+        "embedded_again": embedded_again,
+        "identical": clean == faulted,
+        "seconds": round(seconds, 1),
+    }
+
+
+def exponent(points: list[dict], stage: str) -> float:
+    a, b = points[0], points[-1]
+    return round(math.log(b["seconds"][stage] / a["seconds"][stage]) / math.log(b["tokens"] / a["tokens"]), 3)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--files", type=int, nargs="+", default=[0, 8, 16, 32, 64], help="extract files per point")
+    parser.add_argument("--k", type=int, default=4096)
+    parser.add_argument("--queries", type=int, default=64, help="masked sentences (two query vectors each)")
+    parser.add_argument("--nprobe", type=int, nargs="*", default=[16, 64, 256], help="IVF nprobe values; none: skip")
+    parser.add_argument("--fault", action="store_true", help="kill a worker while embedding the largest point again")
+    parser.add_argument("--keep", default=None, help="folder for the stores, kept (default: a temporary one)")
+    args = parser.parse_args()
+    if sorted(set(args.files)) != args.files or not 0 <= args.files[0] or args.files[-1] > 64:
+        parser.error("--files: increasing numbers of extract files, 0 to 64")
+
+    from distributed import Client
+
+    from flows.prefect_api import prefect_api
+    from npmcore.cluster import dask_cluster
+
+    with tempfile.TemporaryDirectory(prefix="npm-scale-") as tmp:
+        root = Path(args.keep or tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        points, last = [], None
+        with prefect_api(), dask_cluster(n_workers=2) as address:
+            with Client(address) as client:
+                workers = list(client.run(os.getpid).values())
+            for files in args.files:
+                point, state = measure_point(files, root, address, workers, args)
+                points.append(point)
+                print(json.dumps(point), file=sys.stderr, flush=True)
+                if last is not None and not args.keep:
+                    shutil.rmtree(last["store"])  # disk: only the largest store is kept for what follows
+                last = state
+            ivf = measure_ivf(last, address, args) if args.nprobe else None
+            fault = measure_fault(last, root, address) if args.fault else None
+    largest = max(points[-1]["peak_rss_mb"].values())
+    print(
+        json.dumps(
+            {
+                "points": points,
+                "exponent": {stage: exponent(points, stage) for stage in STAGES} if len(points) > 1 else {},
+                "rss_growth": round(largest / max(points[-2]["peak_rss_mb"].values()), 3) if len(points) > 1 else None,
+                "ivf": ivf,
+                "fault": fault,
+            }
+        )
+    )
+
+
+if __name__ == "__main__":
+    main()
