@@ -1,7 +1,7 @@
 """Benchmark: FAISS index factories within the byte budget, recall of the exact top-k.
 
 Usage: python bench/factories.py [FACTORY …] [--shards 2 3 | --datastore URL] [--k 4096] [--queries 64]
-                                 [--train-size N …] [--rerank 1 4 …] [--search-params nprobe=64]
+                                 [--train-size N …] [--rerank 1 4 …] [--search-params nprobe=16 …]
 
 Ingests and embeds (default encoder, local Dask cluster) the given enwiki_sample files
 (``wiki_02`` and ``wiki_03`` by default: about 390k tokens), or takes an existing datastore
@@ -10,11 +10,11 @@ encodes the two mask vectors of ``--queries`` real masked sentences of the held-
 ``wiki_63`` as ``npmcore query`` does, and for each factory (default: the project's default
 and the candidates it was chosen from) and each ``--train-size`` (default: the default index's,
 sized to the datastore) trains it on that many evenly sampled vectors, adds every vector and
-reports per line and per ``--rerank`` N (the index's top k x N re-scored with the exact vectors, as
-kNN search does with the datastore's) ``train_size``, ``code_bytes`` (per token, token id not
-included), ``recall`` (mean share of the exact top-k, brute force over the same vectors),
-``train_s``, ``add_s`` and ``search_ms`` (per query vector, all cores, re-scoring included). The last
-line is one JSON list.
+reports per line, per ``--search-params`` and per ``--rerank`` N (the index's top k x N
+re-scored with the exact vectors, as kNN search does with the datastore's) ``train_size``,
+``code_bytes`` (per token, token id not included), ``recall`` (mean share of the exact top-k,
+brute force over the same vectors), ``train_s``, ``add_s`` and ``search_ms`` (per query vector,
+all cores, re-scoring included). The last line is one JSON list.
 """
 
 import argparse
@@ -41,7 +41,9 @@ def main() -> None:
     parser.add_argument(
         "--rerank", type=int, nargs="+", default=[1], help="shortlists of k x N re-scored exactly (1: none)"
     )
-    parser.add_argument("--search-params", default="", help="FAISS search parameters, e.g. nprobe=64")
+    parser.add_argument(
+        "--search-params", nargs="+", default=[""], help="FAISS search parameters, each measured: nprobe=16 nprobe=64"
+    )
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT / "bench"))
@@ -86,8 +88,8 @@ def main() -> None:
         start = time.perf_counter()
         index.add(vectors)
         add_s = time.perf_counter() - start
-        set_search_params(index, args.search_params)
-        for rerank in args.rerank:
+        for params, rerank in itertools.product(args.search_params, args.rerank):
+            set_search_params(index, params)
             start = time.perf_counter()
             found = index.search(queries, args.k * rerank)[1]
             if rerank > 1:
@@ -95,7 +97,7 @@ def main() -> None:
             search_ms = 1000 * (time.perf_counter() - start) / len(queries)
             row = {
                 "factory": factory,
-                "search_params": args.search_params,
+                "search_params": params,
                 "rerank": rerank,
                 "train_size": len(sample),
                 "code_bytes": index.sa_code_size(),

@@ -1,12 +1,13 @@
 """Benchmark: the pipeline at the size of its job, stage by stage, on growing real corpora.
 
-Usage: python bench/scale.py [--files 0 8 16 32 64] [--k 4096] [--queries 64] [--nprobe 16 64 256]
-                             [--fault] [--keep DIR]
+Usage: python bench/scale.py [--files 0 8 16 32 64] [--k 4096] [--queries 64] [--no-layouts]
+                             [--nprobe 16 32 64 128 256] [--rerank 1 2 4] [--fault] [--keep DIR]
 
 Each point is the embedded default corpus plus the first N files of ../shared/data/enwiki_sample
 (``--files``: 0 is the default corpus alone, 64 all of the 96k-article extract), run through the
 real flows a user runs (``ingest_corpus``, then ``index_corpus``: datastore, FAISS, BM25) on a
-local Dask cluster of two single-threaded workers and one Prefect API, in a fresh store. Per stage
+local Dask cluster of two single-threaded workers and one Prefect API, in a fresh store and a fresh
+driver process (with its own workers) per point. Per stage
 (ingest, embed, index, bm25; their times are the Prefect task runs'): seconds, tokens/s, and the
 peak RSS of the driver (this process: the flows, FAISS gathering, the Lucene JVM) and of each
 worker, sampled every 0.2 s. Then, per point: bytes on disk per content token of the corpus,
@@ -15,9 +16,10 @@ top-k (brute force, shard by shard over the datastore) for the two mask vectors 
 real masked sentences (wiki_63, or the default corpus's articles when it is not indexed); warm
 open-set (top-3 BM25 passages) and closed-set (kNN, label words) latency of one query at a time.
 
-At the largest point, ``--nprobe`` builds the default IVF of that size (``OPQ32,IVF…,PQ32np``: 64
-bytes a token with its ids and direct map) and measures recall and closed-set latency at each
-nprobe, against the exhaustive default's; ``--fault`` embeds the same corpus again into another
+At the largest point (unless ``--no-layouts``) the other layout of that size is built too (IVF-PQ
+when the default scans its PQ codes exhaustively, else the exhaustive PQ), and both are searched
+with every ``--rerank`` (IVF: at every ``--nprobe``): recall of the exact top-k and the p50 latency
+of one query vector's search, which is where IVF starts paying; ``--fault`` embeds the same corpus again into another
 store, kills a worker process once half of the shards are done, and checks the datastore it
 finishes against the uninterrupted one (every file's sha256) and that no shard finished before the
 kill was embedded again. Nothing else should run on the machine meanwhile.
@@ -26,7 +28,7 @@ Prints one line per point and, last, one JSON object:
 ``{"points": [{"files", "tokens", "seconds": {stage}, "tokens_per_s": {stage}, "peak_rss_mb": {stage},
 "rss_mb": {stage: {"driver", "workers"}}, "bytes_per_token": {"corpus", "datastore", "index", "bm25"},
 "factory", "recall_at_k", "p50_open_ms", "p95_open_ms", "p50_closed_ms", "p95_closed_ms"}],
-"exponent": {stage}, "rss_growth", "ivf", "fault"}``: ``exponent`` is the slope of log seconds over
+"exponent": {stage}, "rss_growth", "layouts", "fault"}``: ``exponent`` is the slope of log seconds over
 log tokens between the smallest and the largest point, ``rss_growth`` the largest stage peak RSS at
 the largest point over the same at the second largest.
 """
@@ -37,6 +39,7 @@ import math
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
 import threading
@@ -152,50 +155,72 @@ def latencies(npm, queries: list[str], k: int) -> dict[str, float]:
     return {f"p{p}_{kind}_ms": round(float(np.percentile(v, p)), 1) for kind, v in ms.items() for p in (50, 95)}
 
 
-def measure_point(files: int, root: Path, address: str, workers: list[int], args) -> tuple[dict, dict]:
-    """Run the flows on the default corpus plus ``files`` extract files in a fresh store; the point's
-    figures, and what the later measurements need (store, corpus, datastore, index, queries)."""
-    from index import masked_sentences
-    from topk import overlap
+def build_point(files: int, store: Path) -> dict:
+    """Run the flows on the default corpus plus ``files`` extract files into ``store``, in this process
+    (a fresh one per point: ``--point``) with a local cluster of two workers; stage times and peak RSS."""
+    from distributed import Client
 
     from flows.index import IndexParams, index_corpus
     from flows.ingest import ingest_corpus
     from flows.params import ClusterParams, IngestParams
+    from flows.prefect_api import prefect_api
+    from npmcore.cluster import dask_cluster
     from npmcore.corpus import default_corpus
+
+    inputs = [*default_corpus(), *(str(DATA / f"wiki_{i:02d}") for i in range(files))]
+    times = {}
+    with prefect_api(), dask_cluster(n_workers=2) as address:
+        with Client(address) as client:
+            workers = list(client.run(os.getpid).values())
+        cluster = ClusterParams(dask_address=address)
+        with RssSampler(workers) as rss:
+            state = ingest_corpus(IngestParams(inputs=inputs, store=str(store), cluster=cluster), return_state=True)
+            corpus = state.result()
+            times.update(task_times(state.state_details.flow_run_id))
+            state = index_corpus(IndexParams(store=str(store), corpus=corpus, cluster=cluster), return_state=True)
+            index = state.result()
+            times.update(task_times(state.state_details.flow_run_id))
+    return {
+        "corpus": corpus,
+        "index": index,
+        "seconds": {stage: times[task][1] - times[task][0] for stage, task in STAGES.items()},
+        "rss_mb": {stage: rss.peaks(*times[task]) for stage, task in STAGES.items()},
+    }
+
+
+def measure_point(files: int, root: Path, args) -> tuple[dict, dict]:
+    """Build a point in a fresh process, then measure its index here; the point's figures, and what
+    the later measurements need (store, corpus, datastore, index, query vectors, exact top-k)."""
+    from index import masked_sentences
+    from topk import overlap
+
     from npmcore.inference import NPM, InferenceConfig
     from npmcore.snapshots import open_index
     from npmcore.storage import read_manifest
 
     store = root / f"files-{files}"
-    cluster = ClusterParams(dask_address=address)
-    inputs = [*default_corpus(), *(str(DATA / f"wiki_{i:02d}") for i in range(files))]
-    times = {}
-    with RssSampler(workers) as rss:
-        state = ingest_corpus(IngestParams(inputs=inputs, store=str(store), cluster=cluster), return_state=True)
-        corpus = state.result()
-        times.update(task_times(state.state_details.flow_run_id))
-        state = index_corpus(IndexParams(store=str(store), corpus=corpus, cluster=cluster), return_state=True)
-        index = state.result()
-        times.update(task_times(state.state_details.flow_run_id))
+    run = subprocess.run(
+        [sys.executable, __file__, "--point", str(files), "--store", str(store)], stdout=subprocess.PIPE, text=True
+    )
+    if run.returncode != 0:
+        raise SystemExit(f"the flows failed at {files} files (exit status {run.returncode})")
+    built = json.loads(run.stdout.strip().splitlines()[-1])
+    corpus, index = built["corpus"], built["index"]
     datastore = open_index(index).datastore
     manifest = read_manifest(index)
     tokens = manifest.counts["tokens"]
-    seconds = {stage: times[task][1] - times[task][0] for stage, task in STAGES.items()}
-    rss_mb = {stage: rss.peaks(*times[task]) for stage, task in STAGES.items()}
-
     npm = NPM(index)
-    held_out = DATA / "wiki_63"
-    queries = masked_sentences(held_out, args.queries)
+    queries = masked_sentences(DATA / "wiki_63", args.queries)
     q = npm.encode_queries(queries, 2).reshape(-1, npm.index.d) * npm.scale
     truth = exact_top_k(datastore, q, args.k)
     _, found = npm.search(q, InferenceConfig(k=args.k))
     point = {
         "files": files,
         "tokens": tokens,
-        "seconds": {s: round(v, 1) for s, v in seconds.items()},
-        "tokens_per_s": {s: round(tokens / v, 1) for s, v in seconds.items()},
-        "peak_rss_mb": {s: max(v.values()) for s, v in rss_mb.items()},
-        "rss_mb": rss_mb,
+        "seconds": {s: round(v, 1) for s, v in built["seconds"].items()},
+        "tokens_per_s": {s: round(tokens / v, 1) for s, v in built["seconds"].items()},
+        "peak_rss_mb": {s: max(v.values()) for s, v in built["rss_mb"].items()},
+        "rss_mb": built["rss_mb"],
         "bytes_per_token": {
             "corpus": round(folder_bytes(corpus) / tokens, 2),
             "datastore": round(folder_bytes(datastore) / tokens, 2),
@@ -204,48 +229,66 @@ def measure_point(files: int, root: Path, address: str, workers: list[int], args
         },
         "factory": manifest.config["factory"],
         "rerank": manifest.config["rerank"],
+        "search_params": manifest.config["search_params"],
         "recall_at_k": round(overlap(found, truth), 4),
         **latencies(npm, queries, args.k),
     }
     return point, {"store": store, "corpus": corpus, "datastore": datastore, "index": index, "q": q, "truth": truth}
 
 
-def measure_ivf(last: dict, address: str, args) -> dict:
-    """The default IVF of the largest point's size on its datastore: recall and closed-set latency per nprobe."""
+def measure_layouts(last: dict, address: str, args) -> list[dict]:
+    """At the largest point: the default index and the other layout of the same size (exhaustive PQ or
+    IVF-PQ, whichever the default is not), each searched with every ``--rerank`` (and, IVF, every
+    ``--nprobe``): recall of the exact top-k and the p50 latency of one query vector's search."""
     from distributed import Client
     from topk import overlap
 
-    from npmcore.faiss_index import choose_index
+    from npmcore.faiss_index import is_ivf, rotated_pq
     from npmcore.indexer import IndexConfig, build_index
     from npmcore.inference import NPM, InferenceConfig
+    from npmcore.storage import read_manifest
 
-    tokens = len(np.load(Path(last["index"]) / "tokens.npy", mmap_mode="r"))
-    factory = choose_index(last["q"].shape[1], tokens, on_disk=True).factory  # the layout above the switch point
+    default = NPM(last["index"])
+    ivf = is_ivf(default.index)
+    other = rotated_pq(default.index.d, default.index.ntotal, ivf=not ivf)
     start = time.perf_counter()
     with Client(address) as client:
-        url = build_index(last["datastore"], IndexConfig(factory=factory, bm25=False), client)
+        url = build_index(last["datastore"], IndexConfig(factory=other, bm25=False), client)
     build_s = time.perf_counter() - start
-    npm = NPM(url)
-    rows = []
-    for nprobe in args.nprobe:
-        config = InferenceConfig(k=args.k, search_params=f"nprobe={nprobe}")
-        _, found = npm.search(last["q"], config)
-        timed = []
-        for row in last["q"]:
-            start = time.perf_counter()
-            npm.search(row[None], config)
-            timed.append(1000 * (time.perf_counter() - start))
-        rows.append(
-            {"nprobe": nprobe, "recall_at_k": round(overlap(found, last["truth"]), 4), "p50_search_ms": _p50(timed)}
+    layouts = []
+    for npm, built_s in ((default, None), (NPM(url), build_s)):
+        manifest = read_manifest(npm.url)
+        rows = []
+        for nprobe in args.nprobe if is_ivf(npm.index) else [None]:
+            for rerank in args.rerank:
+                config = InferenceConfig(
+                    k=args.k, rerank=rerank, search_params=None if nprobe is None else f"nprobe={nprobe}"
+                )
+                _, found = npm.search(last["q"], config)
+                timed = []
+                for row in last["q"]:
+                    start = time.perf_counter()
+                    npm.search(row[None], config)
+                    timed.append(1000 * (time.perf_counter() - start))
+                rows.append(
+                    {
+                        "nprobe": nprobe,
+                        "rerank": rerank,
+                        "recall_at_k": round(overlap(found, last["truth"]), 4),
+                        "p50_search_ms": _p50(timed),
+                    }
+                )
+                print(f"{manifest.config['factory']}: {rows[-1]}", file=sys.stderr, flush=True)
+        layouts.append(
+            {
+                "factory": manifest.config["factory"],
+                "default": built_s is None,
+                "build_s": built_s,
+                "bytes_per_token": round(folder_bytes(npm.url, exclude="bm25/") / manifest.counts["tokens"], 2),
+                "rows": rows,
+            }
         )
-        print(f"IVF {factory} nprobe {nprobe}: {rows[-1]}", file=sys.stderr, flush=True)
-    exhaustive = NPM(last["index"])
-    timed = []
-    for row in last["q"]:
-        start = time.perf_counter()
-        exhaustive.search(row[None], InferenceConfig(k=args.k))
-        timed.append(1000 * (time.perf_counter() - start))
-    return {"factory": factory, "build_s": round(build_s, 1), "nprobe": rows, "exhaustive_p50_search_ms": _p50(timed)}
+    return layouts
 
 
 def _p50(ms: list[float]) -> float:
@@ -269,7 +312,7 @@ def measure_fault(last: dict, root: Path, address: str) -> dict:
             if len(done) >= shards // 2:
                 break
             time.sleep(0.5)
-        killed["finished_before"] = sorted(p.stem for p in done)
+        killed["finished_before"] = {p.stem: p.stat().st_mtime_ns for p in done}
         pid = next(iter(client.run(os.getpid).values()))
         os.kill(pid, signal.SIGKILL)
         killed["pid"] = pid
@@ -284,12 +327,14 @@ def measure_fault(last: dict, root: Path, address: str) -> dict:
         seconds = time.perf_counter() - start
         killer.join(timeout=1)
     clean, faulted = open_snapshot(last["datastore"]).files, open_snapshot(url).files
-    embedded_again = [r.name for r in results if r.name in killed.get("finished_before", []) and not r.resumed]
+    # a shard embedded again would have rewritten its marker (the staging folder became the snapshot, mtimes kept)
+    finished = killed.get("finished_before", {})
+    embedded_again = [n for n, t in finished.items() if (Path(url) / "shards" / f"{n}.json").stat().st_mtime_ns != t]
     return {
         "killed_worker_pid": killed.get("pid"),
         "shards": shards,
         "finished_before_kill": len(killed.get("finished_before", [])),
-        "embedded_after_kill": sum(not r.resumed for r in results),
+        "resumed": sum(r.resumed for r in results),
         "embedded_again": embedded_again,
         "identical": clean == faulted,
         "seconds": round(seconds, 1),
@@ -306,33 +351,35 @@ def main() -> None:
     parser.add_argument("--files", type=int, nargs="+", default=[0, 8, 16, 32, 64], help="extract files per point")
     parser.add_argument("--k", type=int, default=4096)
     parser.add_argument("--queries", type=int, default=64, help="masked sentences (two query vectors each)")
-    parser.add_argument("--nprobe", type=int, nargs="*", default=[16, 64, 256], help="IVF nprobe values; none: skip")
+    parser.add_argument("--layouts", action=argparse.BooleanOptionalAction, default=True, help="exhaustive vs IVF")
+    parser.add_argument("--nprobe", type=int, nargs="+", default=[16, 32, 64, 128, 256], help="IVF nprobe values")
+    parser.add_argument("--rerank", type=int, nargs="+", default=[1, 2, 4], help="shortlists of k x N, re-scored")
     parser.add_argument("--fault", action="store_true", help="kill a worker while embedding the largest point again")
     parser.add_argument("--keep", default=None, help="folder for the stores, kept (default: a temporary one)")
+    parser.add_argument("--point", type=int, help=argparse.SUPPRESS)  # one point's flows, in a fresh process
+    parser.add_argument("--store", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.point is not None:
+        print(json.dumps(build_point(args.point, Path(args.store))))
+        return
     if sorted(set(args.files)) != args.files or not 0 <= args.files[0] or args.files[-1] > 64:
         parser.error("--files: increasing numbers of extract files, 0 to 64")
 
-    from distributed import Client
-
-    from flows.prefect_api import prefect_api
     from npmcore.cluster import dask_cluster
 
     with tempfile.TemporaryDirectory(prefix="npm-scale-") as tmp:
         root = Path(args.keep or tmp)
         root.mkdir(parents=True, exist_ok=True)
         points, last = [], None
-        with prefect_api(), dask_cluster(n_workers=2) as address:
-            with Client(address) as client:
-                workers = list(client.run(os.getpid).values())
-            for files in args.files:
-                point, state = measure_point(files, root, address, workers, args)
-                points.append(point)
-                print(json.dumps(point), file=sys.stderr, flush=True)
-                if last is not None and not args.keep:
-                    shutil.rmtree(last["store"])  # disk: only the largest store is kept for what follows
-                last = state
-            ivf = measure_ivf(last, address, args) if args.nprobe else None
+        for files in args.files:
+            point, state = measure_point(files, root, args)
+            points.append(point)
+            print(json.dumps(point), file=sys.stderr, flush=True)
+            if last is not None and not args.keep:
+                shutil.rmtree(last["store"])  # disk: only the largest store is kept for what follows
+            last = state
+        with dask_cluster(n_workers=2) as address:
+            layouts = measure_layouts(last, address, args) if args.layouts else None
             fault = measure_fault(last, root, address) if args.fault else None
     largest = max(points[-1]["peak_rss_mb"].values())
     print(
@@ -341,7 +388,7 @@ def main() -> None:
                 "points": points,
                 "exponent": {stage: exponent(points, stage) for stage in STAGES} if len(points) > 1 else {},
                 "rss_growth": round(largest / max(points[-2]["peak_rss_mb"].values()), 3) if len(points) > 1 else None,
-                "ivf": ivf,
+                "layouts": layouts,
                 "fault": fault,
             }
         )

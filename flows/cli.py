@@ -60,7 +60,9 @@ def is_user_error(error: Exception) -> bool:
 
 
 def fail(error: Exception) -> NoReturn:
-    errors.print(f"[bold red]error:[/] {escape(str(error))}")
+    """Print ``error: …`` as one physical line whatever the console's width (a path or URL in it can be
+    copied whole; the terminal folds it for the eye only), and exit with status 2."""
+    errors.print(f"[bold red]error:[/] {escape(str(error))}", soft_wrap=True)
     raise typer.Exit(2)
 
 
@@ -433,8 +435,8 @@ def index_command(
     factory: Annotated[
         str | None,
         typer.Option(
-            help="FAISS index-factory string, e.g. Flat, HNSW32, IVF1024,PQ32 (default: the largest PQ within "
-            "64 bytes/token after an OPQ rotation; IVF-PQ above 20M tokens)."
+            help="FAISS index-factory string, e.g. Flat, HNSW32, IVF1024,PQ32 (default: 32-byte PQ codes after an "
+            "OPQ rotation, their shortlist re-scored from the datastore; IVF-PQ above 1M tokens)."
         ),
     ] = None,
     search_params: Annotated[str | None, typer.Option(help="Default FAISS search parameters, e.g. nprobe=64.")] = None,
@@ -443,7 +445,7 @@ def index_command(
         int | None,
         typer.Option(
             min=1,
-            help="kNN search re-scores the index's top k x N with the datastore's exact vectors (default: 4 for "
+            help="kNN search re-scores the index's top k x N with the datastore's exact vectors (default: 2 for "
             "compressed indexes, 1 for Flat).",
         ),
     ] = None,

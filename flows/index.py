@@ -24,8 +24,8 @@ class IndexParams(BaseModel):
     )
     factory: str | None = Field(
         None,
-        description="FAISS index-factory string (Flat, HNSW32, IVF1024,PQ32, …); empty = the largest PQ within "
-        "64 bytes/token after an OPQ rotation (IVF-PQ above 20M tokens).",
+        description="FAISS index-factory string (Flat, HNSW32, IVF1024,PQ32, …); empty = 32-byte PQ codes after "
+        "an OPQ rotation, their shortlist re-scored from the datastore (IVF-PQ above 1M tokens).",
     )
     search_params: str | None = Field(
         None, description="Default FAISS search parameters stored with the index (nprobe=64); empty = automatic."
@@ -40,7 +40,7 @@ class IndexParams(BaseModel):
         None,
         ge=1,
         description="kNN search re-scores the index's top k x rerank with the datastore's exact vectors; "
-        "empty = 4 for compressed indexes, 1 for Flat.",
+        "empty = 2 for compressed indexes, 1 for Flat.",
     )
     max_memory_gb: float | None = Field(
         None,

@@ -24,7 +24,6 @@ the encoder. Blocks absent from the new corpus are simply not carried over.
 """
 
 import functools
-import io
 import json
 import logging
 from collections.abc import Callable
@@ -45,12 +44,13 @@ from npmcore.storage import (
     SnapshotWriter,
     existing_snapshot,
     join,
-    sha256_bytes,
+    sha256_file,
     snapshot_id,
     snapshot_url,
 )
 
 log = logging.getLogger(__name__)
+EMBED_CHUNK = 512  # blocks encoded at a time (sorted by length within): bounds a worker's float32 states
 
 
 @dataclass(frozen=True)
@@ -147,27 +147,30 @@ def embed_shard(plan: DatastorePlan, index: int) -> EmbeddedShard:
     known = reusable_blocks(plan.reuse) if plan.reuse else {}
     found = [known.get(h) for h in table.column("content_hash").to_pylist()]
     fresh = [i for i, where in enumerate(found) if where is None]
-    hidden = dict(zip(fresh, encode(model, tokenizer, [sequences[i] for i in fresh], plan.batch_tokens), strict=True))
     lengths = np.array([len(s) - before - after for s in sequences], dtype=np.int64)
-    vectors = [
-        hidden[i][before : len(hidden[i]) - after] if where is None else _copied(plan.reuse, *where)
-        for i, where in enumerate(found)
-    ]
+    offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+    # float16 rows filled as they come: memory holds the shard's vectors once, plus one chunk's float32 states
+    vectors = np.empty((int(offsets[-1]), plan.dim), dtype=np.float16)
+    for i, where in enumerate(found):
+        if where is not None:
+            vectors[offsets[i] : offsets[i + 1]] = _copied(plan.reuse, *where)
+    for lo in range(0, len(fresh), EMBED_CHUNK):
+        chunk = fresh[lo : lo + EMBED_CHUNK]
+        for i, hidden in zip(chunk, encode(model, tokenizer, [sequences[i] for i in chunk], plan.batch_tokens)):
+            vectors[offsets[i] : offsets[i + 1]] = hidden[before : len(hidden) - after]
     arrays = {
-        "vectors": np.concatenate(vectors or [np.empty((0, plan.dim))]).astype(np.float16),
+        "vectors": vectors,
         "tokens": np.fromiter(
-            (t for s in sequences for t in s[before : len(s) - after]), dtype=np.int32, count=int(lengths.sum())
+            (t for s in sequences for t in s[before : len(s) - after]), dtype=np.int32, count=int(offsets[-1])
         ),
-        "offsets": np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64),
+        "offsets": offsets,
     }
     files = {}
     for key, array in arrays.items():
-        buf = io.BytesIO()
-        np.save(buf, array)
         relpath = f"shards/{name}/{key}.npy"
         with fsspec.open(join(plan.staging, relpath), "wb") as f:
-            f.write(buf.getvalue())
-        files[relpath] = FileEntry(sha256_bytes(buf.getvalue()), len(buf.getvalue()))
+            np.save(f, array)
+        files[relpath] = sha256_file(join(plan.staging, relpath))
     result = EmbeddedShard(name, files, len(sequences), int(lengths.sum()), len(sequences) - len(fresh))
     with fsspec.open(f"{marker}.tmp", "w") as f:  # last, and renamed: the shard counts as done only now
         json.dump(

@@ -34,11 +34,16 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-BYTES_PER_TOKEN = 64  # disk budget of the default index: codes (plus IVF ids and direct map) and the token id
+BYTES_PER_TOKEN = 64  # the most the default index takes on disk a token: code (IVF ids, direct map) and token id
+CODE_BYTES = 32  # the default's PQ code: a shortlist re-scored from the datastore needs no more (bench/factories.py)
 TOKEN_BYTES = 2  # tokens.npy: a uint16 token id per token (vocabularies up to 65,536)
-IVF_FROM_TOKENS = 20_000_000  # below, the default scans PQ codes exhaustively; above, an IVF narrows the scan
+# Below, the default scans its PQ codes exhaustively; above, an IVF narrows the scan. Exhaustive search time grows
+# with the tokens, an IVF's with the lists probed (docs/scale.md: measured by bench/scale.py and bench/factories.py).
+IVF_FROM_TOKENS = 1_000_000
+IVF_PROBE_SHARE = 16  # the default nprobe: 1 in 16 of the lists (at least 16)
 IVF_BYTES = 8 + 8  # an IVF list entry's id, and its direct-map entry
-RERANK = 4  # the default shortlist of compressed indexes: k x RERANK, re-scored exactly
+RERANK = 2  # the default shortlist of compressed indexes: k x RERANK, re-scored exactly
+RESCORE_BATCH = 16  # queries re-scored together: their shortlists' vectors (16 x 8,192 x 384 floats) read at once
 TRAIN_SHARE = 32  # the default training sample: 1 in 32 of the tokens, within the bounds below
 TRAIN_MIN = 20_000  # k-means of 256 centroids per PQ sub-quantizer wants 39 x 256 (about 10k) points
 TRAIN_MAX = 100_000
@@ -107,8 +112,9 @@ def choose_index(
 ) -> IndexChoice:
     """The index to build over ``tokens`` vectors of ``dim`` dimensions; whatever is None is chosen.
 
-    The default factory is the largest product quantizer (8-bit sub-quantizers dividing ``dim``)
-    within :data:`BYTES_PER_TOKEN` with the token id, after an OPQ rotation: exhaustive
+    The default factory is a product quantizer of :data:`CODE_BYTES` 8-bit sub-quantizers (dividing
+    ``dim``; fewer where :data:`BYTES_PER_TOKEN` with the token id says so) after an OPQ rotation,
+    its search re-scored from the datastore (``rerank``): exhaustive
     ``OPQ{m},PQ{m}np`` (no ids: a token's id is its position) up to :data:`IVF_FROM_TOKENS` tokens,
     ``OPQ{m},IVF{~sqrt n},PQ{m}np`` beyond (``np``: no polysemous training). Within ``max_memory``
     (bytes a serving process may hold): the same in RAM when it fits, else IVF with its inverted
@@ -117,13 +123,15 @@ def choose_index(
     reason = "given"
     if factory is None:
         ivf = tokens > IVF_FROM_TOKENS or on_disk
-        factory = _rotated_pq(dim, tokens, ivf)
-        reason = f"largest PQ within {BYTES_PER_TOKEN} B/token with the token id; " + (
-            f"IVF above {IVF_FROM_TOKENS:,} tokens" if tokens > IVF_FROM_TOKENS else "exhaustive scan"
+        factory = rotated_pq(dim, tokens, ivf)
+        reason = f"{CODE_BYTES}-byte PQ codes find a shortlist that the datastore re-scores; " + (
+            f"IVF above {IVF_FROM_TOKENS:,} tokens"
+            if tokens > IVF_FROM_TOKENS
+            else f"exhaustive up to {IVF_FROM_TOKENS:,} tokens"
         )
         if max_memory is not None and _ram_bytes(factory, dim, tokens, on_disk) > max_memory:
             if not on_disk:
-                factory, on_disk = _rotated_pq(dim, tokens, True), True
+                factory, on_disk = rotated_pq(dim, tokens, True), True
                 reason += f"; IVF with memory-mapped lists to fit {max_memory / 2**30:.2f} GiB"
             need = _ram_bytes(factory, dim, tokens, True)
             if need > max_memory:
@@ -163,8 +171,9 @@ def choose_index(
     )
 
 
-def _rotated_pq(dim: int, tokens: int, ivf: bool) -> str:
-    budget = BYTES_PER_TOKEN - TOKEN_BYTES - (IVF_BYTES if ivf else 0)
+def rotated_pq(dim: int, tokens: int, ivf: bool) -> str:
+    """The default factory of ``tokens`` vectors, exhaustive or IVF (see :func:`choose_index`)."""
+    budget = min(CODE_BYTES, BYTES_PER_TOKEN - TOKEN_BYTES - (IVF_BYTES if ivf else 0))
     m = max(m for m in range(1, budget + 1) if dim % m == 0)
     if not ivf:
         return f"OPQ{m},PQ{m}np"
@@ -213,11 +222,11 @@ def default_train_size(n_tokens: int, nlist: int = 0) -> int:
 
 
 def _default_search_params(factory: str) -> str:
-    """IVF: probe 1/8 of the lists (at least 16); HNSW: efSearch 128; others: none."""
+    """IVF: probe 1 in :data:`IVF_PROBE_SHARE` of the lists (at least 16); HNSW: efSearch 128; others: none."""
     for part in factory.split(","):
         if part.startswith("IVF"):
             nlist = _nlist(factory)
-            return f"nprobe={min(nlist, max(16, nlist // 8))}"
+            return f"nprobe={min(nlist, max(16, nlist // IVF_PROBE_SHARE))}"
         if part.startswith("HNSW"):
             return "efSearch=128"
     return ""
@@ -335,16 +344,20 @@ def rescore(
 ) -> tuple[np.ndarray, np.ndarray]:
     """Top-``k`` (D, I) of each query over its ``shortlist`` of ids (nq, k'; -1 = none), scored
     exactly with the vectors ``vectors_of(ids)`` returns: a compact index's search re-ranked by
-    full-precision inner products. Rows with fewer than ``k`` ids are padded with -1 / -inf."""
-    ids = np.unique(shortlist[shortlist >= 0])
-    vectors = vectors_of(ids)
+    full-precision inner products. Rows with fewer than ``k`` ids are padded with -1 / -inf.
+    Queries go :data:`RESCORE_BATCH` at a time: their shortlists' vectors are read once, together."""
     D = np.full((len(queries), k), -np.inf, dtype=np.float32)
     I = np.full((len(queries), k), -1, dtype=np.int64)
-    for row, (q, found) in enumerate(zip(queries, shortlist, strict=True)):
-        found = found[found >= 0]
-        sims = vectors[np.searchsorted(ids, found)] @ np.asarray(q, dtype=np.float32)
-        top = np.argsort(-sims, kind="stable")[:k]
-        D[row, : len(top)], I[row, : len(top)] = sims[top], found[top]
+    for lo in range(0, len(queries), RESCORE_BATCH):
+        batch = shortlist[lo : lo + RESCORE_BATCH]
+        ids = np.unique(batch[batch >= 0])
+        sims = vectors_of(ids) @ np.asarray(queries[lo : lo + RESCORE_BATCH], dtype=np.float32).T  # (ids, batch)
+        for col, found in enumerate(batch):
+            found = found[found >= 0]
+            mine = sims[np.searchsorted(ids, found), col]
+            top = np.argpartition(-mine, k - 1)[:k] if len(mine) > k else np.arange(len(mine))
+            top = top[np.argsort(-mine[top], kind="stable")]
+            D[lo + col, : len(top)], I[lo + col, : len(top)] = mine[top], found[top]
     return D, I
 
 

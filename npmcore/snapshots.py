@@ -230,22 +230,26 @@ class DatastoreRows:
     def gather(self, ids: np.ndarray) -> np.ndarray:
         """float32 vectors (len(ids), d) of the global tokens ``ids`` (any order, repeats allowed):
         from memory-mapped shards when local, else each run of consecutive ids as one ranged read (all
-        of a shard's reads issued together: ``fsspec``'s ``cat_ranges``).
-        A FAISS shortlist is re-scored exactly with them."""
+        of a shard's reads issued together: ``fsspec``'s ``cat_ranges``). A FAISS shortlist is
+        re-scored exactly with them."""
+        import torch  # converts float16 rows three times faster than numpy
+
         ids = np.asarray(ids, dtype=np.int64)
         if len(ids) and not (0 <= ids.min() and ids.max() < self.first[-1]):
             raise ValueError(f"datastore {self.url}: token ids outside 0..{self.first[-1] - 1}")
         unique, where = np.unique(ids, return_inverse=True)
         shard_of = np.searchsorted(self.first, unique, side="right") - 1
-        parts = []
-        for shard in np.unique(shard_of).tolist():
-            rows = unique[shard_of == shard] - int(self.first[shard])
-            parts.append(self._read_scattered(shard, rows))
-        found = np.concatenate(parts) if parts else np.empty((0, 0), dtype=np.float32)
-        return found[where]
+        parts = [
+            self._read_scattered(shard, unique[shard_of == shard] - int(self.first[shard]))
+            for shard in np.unique(shard_of).tolist()
+        ]
+        if not parts:
+            return np.empty((0, 0), dtype=np.float32)
+        found = torch.from_numpy(np.concatenate(parts)).float().numpy()
+        return found if len(unique) == len(ids) and (unique == ids).all() else found[where]
 
     def _read_scattered(self, shard: int, rows: np.ndarray) -> np.ndarray:
-        """Rows (sorted, unique) of one shard."""
+        """Rows (sorted, unique) of one shard, as stored."""
         fs, path = fsspec.core.url_to_fs(join(self.url, f"shards/{self.names[shard]}/vectors.npy"))
         if isinstance(fs, LocalFileSystem):
             if shard not in self._mapped:
@@ -253,7 +257,7 @@ class DatastoreRows:
                     self._mapped[shard] = np.load(path, mmap_mode="r")
                 except (FileNotFoundError, ValueError) as e:
                     raise SnapshotError(f"datastore {self.url}: shard {self.names[shard]} cannot be read: {e}") from e
-            return np.asarray(self._mapped[shard][rows], dtype=np.float32)
+            return self._mapped[shard][rows]
         if shard not in self._layout:
             self._read(shard, 0, 1)  # reads the header
         offset, d, dtype = self._layout[shard]
@@ -265,7 +269,7 @@ class DatastoreRows:
         data = b"".join(fs.cat_ranges([path] * len(runs), starts, ends))
         if len(data) != len(rows) * row_bytes:
             raise SnapshotError(f"datastore {self.url}: shard {self.names[shard]} is shorter than its rows")
-        return np.frombuffer(data, dtype=dtype).reshape(len(rows), d).astype(np.float32)
+        return np.frombuffer(data, dtype=dtype).reshape(len(rows), d)
 
     def _read(self, shard: int, lo: int, hi: int) -> np.ndarray:
         try:

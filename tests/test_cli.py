@@ -33,6 +33,15 @@ def test_a_service_error_is_a_user_error_once_its_module_is_loaded():
     assert not is_user_error(RuntimeError("a bug"))
 
 
+def test_an_error_is_one_physical_line_at_any_width(tmp_path):
+    """A path longer than the console is wide (80 columns when not a terminal) is never folded in an error."""
+    missing = tmp_path.joinpath(*["a-rather-long-folder-name"] * 6, "dump.xml.bz2")
+    result = runner.invoke(app, ["ingest", str(missing), "--store", str(tmp_path / "store")])
+    assert result.exit_code == 2
+    (line,) = [line for line in result.output.splitlines() if line.strip()]
+    assert line.startswith("error: ") and str(missing) in line and len(line) > 80
+
+
 def test_cli_ingest_prints_the_snapshot(tmp_path, enwiki_shard, prefect_server):
     result = runner.invoke(app, ["ingest", enwiki_shard, "--store", str(tmp_path), "--workers", "1"])
     assert result.exit_code == 0, result.output
