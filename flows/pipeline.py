@@ -9,7 +9,7 @@ the corpus snapshot, encoder and index it used.
 from pathlib import Path
 
 import mlflow
-from prefect import flow
+from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
 from flows.evaluate import EvalParams, EvalRow, evaluate
@@ -19,6 +19,7 @@ from flows.params import ClusterParams, IngestParams, StoreURL, default_store
 from flows.train import TrainParams, train_encoder
 from npmcore.cluster import dask_cluster
 from npmcore.inference import NPM
+from npmcore.serving import read_serving, set_serving
 from npmcore.snapshots import newest_corpus
 from npmcore.storage import read_manifest
 from npmcore.tracking import log_snapshot_input, model_version, tracking, tracking_uri
@@ -112,6 +113,14 @@ class RebuildParams(BaseModel):
     )
     cluster: ClusterParams = Field(default_factory=ClusterParams)
     experiment: str = Field("npm-pipeline", description="MLflow experiment of the parent run.")
+    serve: bool = Field(
+        True, description="Move the store's serving pointer to the new index if it passes the gate (npmcore api)."
+    )
+    gate: float = Field(
+        0.01,
+        ge=0,
+        description="The gate: the new index's mean score may fall at most this much below the served index's.",
+    )
 
 
 @flow(name="index_rebuild")
@@ -131,7 +140,30 @@ def index_rebuild(params: RebuildParams | None = None) -> PipelineResult:
         index_params = params.index.model_copy(update={"store": params.store, "cluster": cluster})
         eval_params = params.evaluate.model_copy(update={"store": params.store, "cluster": cluster})
         index, rows = index_and_evaluate(corpus, params.model, index_params, eval_params, params.experiment)
+        if params.serve:
+            mlflow.set_tag(
+                "serving", gate_and_serve(params.store, index, rows, params.gate, f"index-rebuild {version}")
+            )
     return result(corpus, params.model, index, rows, [], parent.info.run_id)
+
+
+def gate_and_serve(store: str, index: str, rows: list[EvalRow], tolerance: float, what: str) -> str:
+    """Move the serving pointer to ``index`` if its mean score is at most ``tolerance`` below the served
+    index's (or nothing is served yet, or it was not evaluated on these tasks); returns the decision."""
+    scores = {f"{r.task}.{r.system}.{r.metric}": r.score for r in rows}
+    mean = sum(scores.values()) / len(scores)
+    served = read_serving(store)
+    before = {k: v for k, v in (served.scores if served else {}).items() if k in scores}
+    logger = get_run_logger()
+    if served is not None and served.index == index:
+        decision = "already served"
+    elif len(before) == len(scores) and mean < sum(before.values()) / len(before) - tolerance:
+        decision = f"kept {served.index}: mean score {mean:.4f} below its {sum(before.values()) / len(before):.4f}"
+    else:
+        set_serving(store, index, f"{what} passed its gate (mean score {mean:.4f})", scores)
+        decision = f"serving {index}"
+    logger.info("serving pointer: %s", decision)
+    return decision
 
 
 def index_and_evaluate(

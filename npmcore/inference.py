@@ -6,8 +6,10 @@ q_end; for NPM single one mask token and one vector q. Similarity is the scaled 
 product ``q·E(c) / sqrt(d)``.
 
 * :meth:`NPM.predict` (open-set, NPM): top-k tokens for q_start and for q_end from the
-  FAISS index, candidate spans around them (:mod:`npmcore.phrases`), each candidate's
-  first and last token rescored from the index, phrases ranked by summed exp scores.
+  FAISS index (its shortlist of k x rerank re-scored with the datastore's exact vectors),
+  candidate spans around them (:mod:`npmcore.phrases`), each candidate's first and last
+  token scored with the datastore's vectors (decoded from the index's codes when the
+  datastore is gone), phrases ranked by summed exp scores.
   With ``restrict`` the search space is instead every token of the top BM25 passages,
   scored exactly (the paper's open-set setting) with their vectors read from the index's
   datastore (encoded again only for another encoder or when the datastore is gone).

@@ -27,15 +27,21 @@ from tasks import HOUR, is_transient
     timeout_seconds=24 * HOUR,
 )
 def build_datastore_task(
-    corpus: str, store: str, encoder: str | None, reuse: str | None, dask_address: str, progress: bool = False
+    corpus: str,
+    store: str,
+    encoder: str | None,
+    reuse: str | None,
+    dask_address: str,
+    batch_tokens: int = 8192,
+    progress: bool = False,
 ) -> str:
     """Embed every block of a corpus (a retry resumes: finished shards are kept); ``reuse``: a
     datastore of the same encoder whose vectors unchanged blocks copy."""
     with dask_client(dask_address) as client:
-        total = plan_datastore(corpus, store, encoder, reuse=reuse).tokens
+        total = plan_datastore(corpus, store, encoder, batch_tokens, reuse).tokens
         with token_progress("embedding", total) if progress else nullcontext() as show:
             on_shard = (lambda shard: show(shard.tokens)) if progress else None
-            return build_datastore(corpus, store, encoder, client, on_shard=on_shard, reuse=reuse)
+            return build_datastore(corpus, store, encoder, client, batch_tokens, on_shard, reuse)
 
 
 @task(name="build-faiss", retries=1, retry_delay_seconds=30, retry_condition_fn=is_transient, timeout_seconds=12 * HOUR)

@@ -57,7 +57,8 @@ def test_the_compose_stack_is_closed_by_default():
         "--protocol tls" in services["dask-scheduler"]["command"] and "--tls-cert" in services["dask-worker"]["command"]
     )
     example = (ROOT / "infra" / ".env.example").read_text()
-    for variable in ("PREFECT_AUTH_STRING", "MLFLOW_TRACKING_PASSWORD", "AWS_SECRET_ACCESS_KEY"):
+    assert "--host 0.0.0.0" in services["api"]["command"]  # and so refuses to start without NPM_API_TOKEN
+    for variable in ("PREFECT_AUTH_STRING", "MLFLOW_TRACKING_PASSWORD", "AWS_SECRET_ACCESS_KEY", "NPM_API_TOKEN"):
         assert f"{variable}=\n" in example  # documented, empty: secrets are the operator's
 
 

@@ -1,0 +1,207 @@
+"""Benchmark: the query service (``npmcore api``) under load, and while its index is swapped.
+
+Usage: python bench/serve.py [--store npm-store] [--requests 48] [--concurrency 1 4 16]
+
+Starts ``npmcore api`` on a loopback port over the store's serving index (the demo store by
+default: run ``make demo`` first), then drives it with an asyncio + httpx load generator: each of
+C clients sends real cloze queries (``bench/data/cloze-test.jsonl``, one query a request) one after
+the other, ``--requests`` per client, at each ``--concurrency``. Then a second real index of the
+same datastore is built (the default factory trained on another sample size), and while 4 clients
+keep querying, the serving pointer is moved to it and back (``npmcore.serving``): each move counts
+once the service reports the new index. The service's RSS is sampled throughout.
+Last line, one JSON object: ``{"p50_ms_c1", "p99_ms_c1", "qps_c1", "qps_c4", "qps_c16", "p99_ms_c16",
+"errors", "swaps", "swap_errors", "p99_ms_during_swap", "rss_mb_steady", "rss_mb_swap_peak"}``.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from npmcore.runtime import configure_environment  # noqa: E402
+
+configure_environment()
+
+import httpx  # noqa: E402
+import numpy as np  # noqa: E402
+import psutil  # noqa: E402
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def drive(url: str, queries: list[str], clients: int, per_client: int) -> tuple[list[float], int, float]:
+    """Latencies (ms) of ``clients`` concurrent clients each sending ``per_client`` requests; errors; seconds."""
+    latencies, errors = [], 0
+
+    async def client(n: int, http: httpx.AsyncClient) -> None:
+        nonlocal errors
+        for i in range(per_client):
+            query = queries[(n * per_client + i) % len(queries)]
+            start = time.perf_counter()
+            response = await http.post(f"{url}/v1/predict", json={"queries": [query], "evidence": 1})
+            latencies.append(1000 * (time.perf_counter() - start))
+            errors += response.status_code != 200 or not response.json()["results"][0]["answers"]
+
+    async with httpx.AsyncClient(timeout=60) as http:
+        start = time.perf_counter()
+        await asyncio.gather(*(client(n, http) for n in range(clients)))
+        return latencies, errors, time.perf_counter() - start
+
+
+def wait_ready(url: str, server: subprocess.Popen, timeout_s: float = 300) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"npmcore api exited with status {server.returncode}")
+        try:
+            if httpx.get(f"{url}/readyz").status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit(f"npmcore api was not ready within {timeout_s:g} s")
+
+
+class Rss:
+    """Peak RSS (MB) of a process, sampled every 0.1 s; ``mark()`` starts a new window."""
+
+    def __init__(self, pid: int):
+        self.process, self.peak, self._stop = psutil.Process(pid), 0.0, threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            self.peak = max(self.peak, self.process.memory_info().rss / 2**20)
+
+    def mark(self) -> float:
+        peak, self.peak = self.peak, 0.0
+        return peak
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+def second_index(index: str) -> str:
+    """Another real index of the same datastore: the served factory, trained on another sample size."""
+    from npmcore.indexer import IndexConfig, build_index
+    from npmcore.snapshots import open_index
+
+    manifest = open_index(index).manifest
+    config = IndexConfig(factory=manifest.config["factory"], train_size=manifest.config["train_size"] + 1000)
+    return build_index(open_index(index).datastore, config)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--store", default=str(ROOT / "npm-store"), help="a store with an index (make demo)")
+    parser.add_argument("--requests", type=int, default=48, help="requests per client at each concurrency")
+    parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    args = parser.parse_args()
+
+    from npmcore.serving import read_serving, serving_index, set_serving
+
+    store = str(Path(args.store).resolve())
+    first = serving_index(store)
+    pointer = read_serving(store)
+    other = second_index(first)
+    queries = [json.loads(line)["query"] for line in (ROOT / "bench" / "data" / "cloze-test.jsonl").open()]
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [str(Path(sys.executable).parent / "npmcore"), "api", "--store", store, "--port", str(port)]
+    server = subprocess.Popen([*command, "--poll-s", "0.5"], env={**os.environ, "NPM_API_TOKEN": ""})
+    result: dict = {}
+    try:
+        set_serving(store, first, "bench/serve.py")
+        wait_ready(url, server)
+        rss = Rss(server.pid)
+        asyncio.run(drive(url, queries, 4, 8))  # warm
+        errors = 0
+        for clients in args.concurrency:
+            latencies, failed, seconds = asyncio.run(drive(url, queries, clients, args.requests))
+            errors += failed
+            result |= {
+                f"p50_ms_c{clients}": round(float(np.percentile(latencies, 50)), 1),
+                f"p99_ms_c{clients}": round(float(np.percentile(latencies, 99)), 1),
+                f"qps_c{clients}": round(len(latencies) / seconds, 1),
+            }
+            print(f"concurrency {clients}: {result}", file=sys.stderr, flush=True)
+        steady = rss.mark()
+
+        swaps, swap_latencies, swap_errors = 0, [], 0
+
+        async def swapping() -> None:
+            nonlocal swaps
+            async with httpx.AsyncClient() as http:
+                await asyncio.sleep(2)
+                for target in (other, first):
+                    await asyncio.to_thread(set_serving, store, target, "bench/serve.py swap")
+                    while (await http.get(f"{url}/v1/index")).json()["index"] != target:
+                        await asyncio.sleep(0.1)
+                    swaps += 1
+                    await asyncio.sleep(2)
+
+        async def measured() -> None:
+            nonlocal swap_latencies, swap_errors
+            task = asyncio.create_task(swapping())
+            latencies, failed, _ = await drive_until(url, queries, 4, task)
+            swap_latencies, swap_errors = latencies, failed
+
+        asyncio.run(measured())
+        result |= {
+            "errors": errors,
+            "swaps": swaps,
+            "swap_errors": swap_errors,
+            "p99_ms_during_swap": round(float(np.percentile(swap_latencies, 99)), 1),
+            "rss_mb_steady": round(steady, 1),
+            "rss_mb_swap_peak": round(rss.mark(), 1),
+        }
+        rss.stop()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        if pointer is not None:
+            set_serving(store, pointer.index, "bench/serve.py: as before")
+    print(json.dumps(result))
+
+
+async def drive_until(
+    url: str, queries: list[str], clients: int, until: asyncio.Task
+) -> tuple[list[float], int, float]:
+    """Like :func:`drive`, until the task ``until`` is done."""
+    latencies, errors = [], 0
+
+    async def client(n: int, http: httpx.AsyncClient) -> None:
+        nonlocal errors
+        i = 0
+        while not until.done():
+            query = queries[(n * 997 + i) % len(queries)]
+            i += 1
+            start = time.perf_counter()
+            try:
+                response = await http.post(f"{url}/v1/predict", json={"queries": [query], "evidence": 1})
+                errors += response.status_code != 200
+            except httpx.TransportError:
+                errors += 1
+            latencies.append(1000 * (time.perf_counter() - start))
+
+    async with httpx.AsyncClient(timeout=60) as http:
+        start = time.perf_counter()
+        await asyncio.gather(*(client(n, http) for n in range(clients)), until)
+        return latencies, errors, time.perf_counter() - start
+
+
+if __name__ == "__main__":
+    main()

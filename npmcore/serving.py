@@ -1,0 +1,82 @@
+"""The store's serving pointer: which index snapshot the query service answers from.
+
+``{store}/serving.json`` names one index snapshot of the store, with the earlier ones it named
+(newest first, for rollback), when and why it moved, and the evaluation scores that let it move.
+It is replaced whole (written under a temporary name, then renamed; a single PUT on S3), so a
+reader sees the old pointer or the new one, never a mix. An index rebuild that passes its
+evaluation gate moves it (:func:`set_serving`); ``npmcore serving set/rollback`` moves it by hand;
+``npmcore api`` watches it and swaps the index it serves.
+"""
+
+import json
+import uuid
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime
+
+import fsspec
+
+from npmcore.snapshots import INDEX, open_index
+from npmcore.storage import join, list_snapshots
+
+POINTER = "serving.json"
+HISTORY = 10  # earlier indexes kept for rollback
+
+
+@dataclass(frozen=True)
+class Serving:
+    index: str  # the index snapshot URL served
+    previous: list[str] = field(default_factory=list)  # what it pointed at before, newest first
+    reason: str = ""  # why it moved: "index-rebuild passed its gate", "set by hand", "rollback"
+    scores: dict[str, float] = field(default_factory=dict)  # the evaluation that let it move, if any
+    at: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+
+
+def read_serving(store: str) -> Serving | None:
+    """The store's pointer; None before anything was set."""
+    fs, path = fsspec.core.url_to_fs(join(store, POINTER))
+    if not fs.exists(path):
+        return None
+    with fs.open(path, "r") as f:
+        data = json.load(f)
+    return Serving(**data)
+
+
+def serving_index(store: str) -> str:
+    """The index to serve: the pointer's, else the store's newest index snapshot."""
+    if (pointer := read_serving(store)) is not None:
+        return pointer.index
+    found = list_snapshots(store, INDEX)
+    if not found:
+        raise ValueError(f"no index snapshot in {store}: build one first (npmcore index, or npmcore demo)")
+    return found[-1][0]
+
+
+def set_serving(store: str, index: str, reason: str = "set by hand", scores: dict[str, float] | None = None) -> Serving:
+    """Point the store at ``index`` (a complete index snapshot of this store), keeping the old value."""
+    snapshot = open_index(index, verify=False)  # refuses anything but a complete index snapshot
+    if not index.rstrip("/").startswith(join(store, INDEX)):
+        raise ValueError(f"{index} is not an index snapshot of the store {store}")
+    current = read_serving(store)
+    previous = [] if current is None else [current.index, *current.previous]
+    pointer = Serving(snapshot.url, [p for p in previous if p != snapshot.url][:HISTORY], reason, dict(scores or {}))
+    _write(store, pointer)
+    return pointer
+
+
+def rollback_serving(store: str) -> Serving:
+    """Point the store back at the index it served before the last move."""
+    current = read_serving(store)
+    if current is None or not current.previous:
+        raise ValueError(f"{store} has no earlier serving index to roll back to")
+    pointer = Serving(current.previous[0], current.previous[1:], "rollback")
+    _write(store, pointer)
+    return pointer
+
+
+def _write(store: str, pointer: Serving) -> None:
+    url = join(store, POINTER)
+    partial = join(store, f".{POINTER}.{uuid.uuid4().hex[:8]}.tmp")
+    with fsspec.open(partial, "w") as f:
+        json.dump(asdict(pointer), f, indent=1)
+    fs, _ = fsspec.core.url_to_fs(url)
+    fs.mv(partial, url)

@@ -1,0 +1,158 @@
+"""The query service (npmcore api) and the serving pointer, on a copy of the shared news store."""
+
+import shutil
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+from typer.testing import CliRunner
+
+from flows.cli import app as cli
+from npmcore.api import Service, Settings, create_app
+from npmcore.indexer import IndexConfig, build_index
+from npmcore.serving import read_serving, rollback_serving, serving_index, set_serving
+
+QUERY = "Australian firefighters battled bushfires near [MASK]."
+
+
+@pytest.fixture(scope="module")
+def store(news_store, tmp_path_factory):
+    """A store of its own (its serving pointer moves), with the news index and a second real index."""
+    root = tmp_path_factory.mktemp("served") / "store"
+    shutil.copytree(news_store.store, root, ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts", "runs"))
+    first = str(root / "index" / news_store.index.rsplit("/", 1)[1])
+    datastore = str(root / "datastore" / news_store.datastore.rsplit("/", 1)[1])  # the copy: the index goes beside it
+    second = build_index(datastore, IndexConfig(factory="Flat", train_size=21_000))
+    return str(root), first, second
+
+
+def ready(client: TestClient, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while client.get("/readyz").status_code != 200:
+        assert time.monotonic() < deadline, "the service was never ready"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def client(store):
+    root, first, _ = store
+    set_serving(root, first)
+    with TestClient(create_app(Settings(store=root, poll_s=0.2))) as client:
+        ready(client)
+        yield client
+
+
+def test_the_service_answers_with_evidence_and_says_what_it_serves(client, store):
+    response = client.post("/v1/predict", json={"queries": [QUERY], "answers": 3})
+    assert response.status_code == 200, response.text
+    (result,) = response.json()["results"]
+    assert result["index"] == store[1] and 1 <= len(result["answers"]) <= 3
+    for answer in result["answers"]:
+        evidence = answer["evidence"][0]
+        assert evidence["text"][evidence["start"] : evidence["end"]] == answer["text"]  # marked in its passage
+    served = client.get("/v1/index").json()
+    assert served["index"] == store[1] and served["tokens"] > 0 and served["factory"] == "Flat"
+    classified = client.post(
+        "/v1/classify", json={"queries": ["The news was [MASK]."], "labels": {"good": ["great"], "bad": ["terrible"]}}
+    )
+    assert classified.status_code == 200 and classified.json()["results"][0]["label"] in ("good", "bad")
+    by_task = client.post("/v1/classify", json={"queries": ["The news was [MASK]."], "task": "sst2"}).json()
+    assert set(by_task["results"][0]["scores"]) == {"negative", "positive"}
+    both = client.post("/v1/classify", json={"queries": [QUERY], "task": "sst2", "labels": {"a": ["x"], "b": ["y"]}})
+    assert both.status_code == 422 and both.json() == {"error": "body: give labels or a task, not both or neither"}
+    metrics = client.get("/metrics").text
+    assert 'npm_request_seconds_bucket{endpoint="/v1/predict"' in metrics and "npm_batch_queries" in metrics
+    assert client.get("/livez").json() == {"live": True}
+    assert 'id="query"' in client.get("/").text  # the page's query box
+
+
+@pytest.mark.parametrize(
+    ("body", "error"),
+    [
+        ({"queries": ["No mask here."]}, "queries.0: a query needs exactly one [MASK], found 0"),
+        ({"queries": ["[MASK] and [MASK]."]}, "queries.0: a query needs exactly one [MASK], found 2"),
+        ({"queries": []}, "queries: List should have at least 1 item after validation, not 0"),
+        ({"queries": [QUERY], "colour": "red"}, "colour: unknown field"),
+        ({"queries": ["x" * 1001 + " [MASK]"]}, "queries.0: longer than 1000 characters"),
+        ({"queries": [QUERY] * 33}, "queries: at most 32 a request"),
+        ({"queries": [QUERY], "k": 0}, "k: Input should be greater than or equal to 1"),
+        (b"{not json", "body: not valid JSON"),
+    ],
+)
+def test_bad_input_gets_422_with_one_line_naming_the_field(client, body, error):
+    if isinstance(body, bytes):
+        response = client.post("/v1/predict", content=body, headers={"content-type": "application/json"})
+    else:
+        response = client.post("/v1/predict", json=body)
+    assert response.status_code == 422 and response.json() == {"error": error}
+
+
+def test_a_token_is_required_when_one_is_set(store):
+    with TestClient(create_app(Settings(store=store[0], index=store[1], token="s3cret"))) as client:
+        assert client.get("/livez").status_code == 200  # probes need no token
+        assert client.get("/v1/index").status_code == 401
+        assert client.get("/v1/index", headers={"Authorization": "Bearer wrong"}).status_code == 401
+        ready(client)
+        assert client.get("/v1/index", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+
+
+def test_a_public_address_needs_a_token(store, monkeypatch):
+    monkeypatch.delenv("NPM_API_TOKEN", raising=False)
+    result = CliRunner().invoke(cli, ["api", "--store", store[0], "--host", "0.0.0.0"])
+    assert result.exit_code == 2 and "give a token (--token-file or NPM_API_TOKEN)" in result.output
+
+
+def test_a_full_queue_answers_503_with_retry_after(store):
+    with TestClient(create_app(Settings(store=store[0], index=store[1], queue_limit=1))) as client:
+        ready(client)
+        response = client.post("/v1/predict", json={"queries": [QUERY, QUERY]})
+        assert response.status_code == 503 and response.headers["retry-after"] == "1"
+
+
+def test_the_service_follows_the_pointer(client, store):
+    root, first, second = store
+    set_serving(root, second)
+    deadline = time.monotonic() + 60
+    while client.get("/v1/index").json()["index"] != second:
+        assert time.monotonic() < deadline, "the service never swapped to the new index"
+        time.sleep(0.2)
+    assert client.post("/v1/predict", json={"queries": [QUERY]}).json()["results"][0]["index"] == second
+    assert rollback_serving(root).index == first
+    while client.get("/v1/index").json()["index"] != first:
+        assert time.monotonic() < deadline, "the service never swapped back"
+        time.sleep(0.2)
+    assert "npm_index_swaps_total 2.0" in client.get("/metrics").text
+
+
+def test_a_batch_in_flight_finishes_on_the_old_index_and_a_broken_index_is_refused(store, tmp_path):
+    root, first, second = store
+    service = Service(Settings(store=root))
+    service.load(first)
+    with service.using() as old:
+        service.load(second)  # swapped while a batch holds the old index
+        assert service.current.url == second and old.retired and old.in_flight == 1
+        assert old.npm.predict([QUERY])[0]  # the old index still answers the batch in flight
+    assert old.in_flight == 0
+    broken = f"{root}/index/broken"
+    shutil.copytree(second, broken)
+    with open(f"{broken}/tokens.npy", "r+b") as f:
+        f.seek(200)
+        f.write(b"\x00\x01")
+    service.load(broken)
+    assert service.current.url == second and "checksum mismatch in tokens.npy" in service.refused[broken]
+    assert 'npm_index_refused_total{reason="SnapshotError"} 1.0' in service.metrics_text()
+
+
+def test_the_serving_pointer_keeps_history_and_refuses_what_is_not_an_index(store, tmp_path):
+    root, first, second = store
+    set_serving(root, first)
+    set_serving(root, second, "a test", {"trex": 0.5})
+    pointer = read_serving(root)
+    assert (pointer.index, pointer.previous[0], pointer.scores) == (second, first, {"trex": 0.5})
+    assert serving_index(root) == second
+    with pytest.raises(Exception, match="manifest.json is missing"):
+        set_serving(root, f"{root}/index/none")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="no earlier serving index"):
+        rollback_serving(str(empty))
