@@ -7,13 +7,13 @@ Each point is the embedded default corpus plus the first N files of ../shared/da
 (``--files``: 0 is the default corpus alone, 64 all of the 96k-article extract), run through the
 real flows a user runs (``ingest_corpus``, then ``index_corpus``: datastore, FAISS, BM25) on a
 local Dask cluster of two single-threaded workers and one Prefect API, in a fresh store and a fresh
-driver process (with its own workers) per point. Per stage
-(ingest, embed, index, bm25; their times are the Prefect task runs'): seconds, tokens/s, and the
-peak RSS of the driver (this process: the flows, FAISS gathering, the Lucene JVM) and of each
-worker, sampled every 0.2 s. Then, per point: bytes on disk per content token of the corpus,
-datastore, FAISS index (with token ids and offsets) and BM25 index; the index's recall of the exact
-top-k (brute force, shard by shard over the datastore) for the two mask vectors of ``--queries``
-real masked sentences (wiki_63, or the default corpus's articles when it is not indexed); warm
+driver process (with its own workers) per point. Per stage (ingest, embed, index, bm25; their
+times are the Prefect task runs'): seconds, tokens/s, and the peak RSS of the driver (the point's
+process: the flows, FAISS gathering, the Lucene JVM) and of each worker, sampled every 0.2 s (also
+their anonymous memory: RSS less file-backed pages). Then, per point: bytes on disk per content
+token of the corpus, datastore, FAISS index (with token ids and offsets) and BM25 index; the
+index's recall of the exact top-k (brute force, shard by shard over the datastore) for the two mask
+vectors of ``--queries`` real masked sentences of wiki_63 (indexed or not); warm
 open-set (top-3 BM25 passages) and closed-set (kNN, label words) latency of one query at a time.
 
 At the largest point (unless ``--no-layouts``) the other layout of that size is built too (IVF-PQ
@@ -75,9 +75,10 @@ class RssSampler:
             rss = {}
             for name, process in self.processes.items():
                 try:
-                    rss[name] = process.memory_info().rss
+                    info = process.memory_info()
                 except Exception:  # a worker that died (the fault run) or restarted
                     continue
+                rss[name], rss[f"{name} anon"] = info.rss, info.rss - info.shared  # anon: less file-backed pages
             self.samples.append((time.time(), rss))
 
     def __enter__(self) -> "RssSampler":
@@ -89,11 +90,20 @@ class RssSampler:
         self._thread.join()
 
     def peaks(self, start: float, end: float) -> dict[str, float]:
-        """MB: the driver's peak and the largest worker peak within [start, end]."""
+        """MB within [start, end]: the driver's peak RSS and the largest worker's, and the same of their
+        anonymous memory (RSS less file-backed pages: memory-mapped shards the kernel can drop)."""
         inside = [rss for t, rss in self.samples if start <= t <= end] or [self.samples[-1][1]]
-        driver = max(r.get("driver", 0) for r in inside)
-        workers = max((v for r in inside for k, v in r.items() if k != "driver"), default=0)
-        return {"driver": round(driver / 2**20, 1), "workers": round(workers / 2**20, 1)}
+
+        def peak(anon: bool, driver: bool) -> float:
+            keys = lambda r: [k for k in r if k.endswith(" anon") == anon and k.startswith("driver") == driver]  # noqa: E731
+            return round(max((r[k] for r in inside for k in keys(r)), default=0) / 2**20, 1)
+
+        return {
+            "driver": peak(False, True),
+            "workers": peak(False, False),
+            "driver_anon": peak(True, True),
+            "workers_anon": peak(True, False),
+        }
 
 
 def task_times(flow_run_id) -> dict[str, tuple[float, float]]:
@@ -219,7 +229,7 @@ def measure_point(files: int, root: Path, args) -> tuple[dict, dict]:
         "tokens": tokens,
         "seconds": {s: round(v, 1) for s, v in built["seconds"].items()},
         "tokens_per_s": {s: round(tokens / v, 1) for s, v in built["seconds"].items()},
-        "peak_rss_mb": {s: max(v.values()) for s, v in built["rss_mb"].items()},
+        "peak_rss_mb": {s: max(v["driver"], v["workers"]) for s, v in built["rss_mb"].items()},
         "rss_mb": built["rss_mb"],
         "bytes_per_token": {
             "corpus": round(folder_bytes(corpus) / tokens, 2),

@@ -95,7 +95,7 @@ def plan_datastore(
     fingerprint = encoder_fingerprint(model)
     config = {"corpus": manifest.id, "encoder": fingerprint, "batch_tokens": batch_tokens, "dtype": "float16"}
     if reuse is not None:
-        previous = open_datastore(reuse, verify=True)  # verified once here; workers then read it by size checks
+        previous = open_datastore(reuse)  # each worker verifies the shards it copies from (_reused_vectors)
         if previous.encoder_fingerprint != fingerprint:
             raise ValueError(
                 f"datastore {reuse} was embedded by encoder weights {previous.encoder_fingerprint}, "
@@ -204,8 +204,8 @@ def _copied(datastore: str, name: str, lo: int, hi: int) -> np.ndarray:
 
 @functools.lru_cache(maxsize=4)
 def _reused_vectors(datastore: str, name: str) -> np.ndarray:
-    """One shard's vectors of the reused datastore, opened (or, remote, read) once, not per block."""
-    return shard_arrays(datastore, name)["vectors"]
+    """One shard's vectors of the reused datastore, opened (or, remote, read) and verified once, not per block."""
+    return shard_arrays(datastore, name, open_datastore(datastore).manifest.files, verify=True)["vectors"]
 
 
 def _use_worker_threads() -> None:

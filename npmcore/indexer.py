@@ -186,7 +186,7 @@ def training_sample(datastore: str, n: int, seed: int = 0) -> np.ndarray:
     datastore, read row by row (:meth:`DatastoreRows.gather`): memory holds the sample only."""
     total = open_datastore(datastore).manifest.counts["tokens"]
     pick = np.sort(np.random.default_rng(seed).choice(total, size=min(n, total), replace=False))
-    return DatastoreRows(datastore).gather(pick)
+    return DatastoreRows(datastore, mapped=False).gather(pick)
 
 
 # --- 1. FAISS -----------------------------------------------------------------------------
@@ -197,7 +197,7 @@ def _encode_shard(trained: bytes, datastore: str, job: tuple[str, int, str]) -> 
     worker: an IVF index gets a shard index holding the shard's vectors under their global ids, any
     other the shard's codes (``sa_encode``, an (n, code_size) uint8 array). Returns (URL, tokens)."""
     name, first, out = job
-    vectors = shard_arrays(datastore, name, open_datastore(datastore).manifest.files)["vectors"]
+    vectors = shard_arrays(datastore, name, open_datastore(datastore).manifest.files, verify=True)["vectors"]
     fs, _ = fsspec.core.url_to_fs(out)
     if fs.exists(out):  # a previous try wrote it (renamed into place once whole)
         return out, len(vectors)
@@ -225,7 +225,7 @@ def build_faiss_files(
     if done is not None:
         log.info("index %s: FAISS index already built; skipped", plan.id)
         return done
-    manifest = open_datastore(plan.datastore, verify=True).manifest  # every shard verified once before it is indexed
+    manifest = open_datastore(plan.datastore).manifest  # each shard's checksums are verified where it is encoded
     tokens = manifest.counts["tokens"]
     if tokens == 0:
         raise ValueError(f"datastore {plan.datastore} has no tokens")
@@ -258,7 +258,7 @@ def build_faiss_files(
                     add_codes(index, np.frombuffer(f.read(), dtype=np.uint8).reshape(-1, trained.sa_code_size()))
         else:  # a graph or a fast-scan layout: vectors added in order here
             for name in names:
-                vectors = shard_arrays(plan.datastore, name)["vectors"]
+                vectors = shard_arrays(plan.datastore, name, manifest.files, verify=True)["vectors"]
                 index.add(np.asarray(vectors, dtype=np.float32))
                 if on_tokens is not None:
                     on_tokens(len(vectors))
@@ -317,7 +317,7 @@ def token_arrays(datastore: str, vocab_size: int) -> dict[str, np.ndarray]:
     tokens = np.empty(manifest.counts["tokens"], dtype=dtype)
     offsets, first = [np.zeros(1, dtype=np.int64)], 0
     for name in manifest.config["shards"]:
-        arrays = shard_arrays(datastore, name)
+        arrays = shard_arrays(datastore, name, manifest.files)
         tokens[first : first + len(arrays["tokens"])] = arrays["tokens"]
         offsets.append(np.asarray(arrays["offsets"][1:]) + first)
         first += len(arrays["tokens"])

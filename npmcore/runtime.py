@@ -27,6 +27,8 @@ DEFAULTS: dict[str, str] = {
     # Dask's INFO lines (every worker registering, every client connecting) would bury the pipeline's own log;
     # workers inherit this too. Warnings and errors still show.
     "DASK_LOGGING__DISTRIBUTED": "warning",
+    # The pipeline's own INFO lines (index plan, training and encoding times) in the flow runs' logs and the UI.
+    "PREFECT_LOGGING_EXTRA_LOGGERS": "npmcore",
 }
 
 

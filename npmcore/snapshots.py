@@ -12,6 +12,7 @@ here. A snapshot's lineage is a field, not a dictionary lookup::
 """
 
 import io
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -21,7 +22,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
-from npmcore.storage import FileEntry, Manifest, SnapshotError, join, list_snapshots, open_snapshot, sha256_bytes
+from npmcore.storage import (
+    FileEntry,
+    Manifest,
+    SnapshotError,
+    join,
+    list_snapshots,
+    open_snapshot,
+    sha256_bytes,
+    sha256_file,
+)
 
 CORPUS, DATASTORE, INDEX, ENCODER, CHECKPOINT = "corpus", "datastore", "index", "encoder", "checkpoint"
 
@@ -171,9 +181,12 @@ def read_blocks(url: str, columns: list[str] | None = None) -> Iterator[pa.Table
 # --- datastore arrays -------------------------------------------------------------------
 
 
-def shard_arrays(url: str, name: str, files: dict[str, FileEntry] | None = None) -> dict[str, np.ndarray]:
+def shard_arrays(
+    url: str, name: str, files: dict[str, FileEntry] | None = None, verify: bool = False
+) -> dict[str, np.ndarray]:
     """The arrays of one datastore shard: memory-mapped when local, read otherwise; with
-    ``files`` (the manifest's entries) the sizes are checked (checksums: :func:`open_snapshot`)."""
+    ``files`` (the manifest's entries) the sizes are checked and, with ``verify``, the checksums
+    (each worker verifies the shards it reads: no pass over a whole datastore in one process)."""
     arrays = {}
     for key in DATASTORE_ARRAYS:
         relpath = f"shards/{name}/{key}.npy"
@@ -185,10 +198,18 @@ def shard_arrays(url: str, name: str, files: dict[str, FileEntry] | None = None)
                 f"datastore {url}: {relpath} has {fs.size(path)} bytes, the manifest says {files[relpath].bytes}"
             )
         if isinstance(fs, LocalFileSystem):
+            found = sha256_file(path) if verify else None
             arrays[key] = np.load(path, mmap_mode="r")
         else:
             with fs.open(path, "rb") as f:
-                arrays[key] = np.load(io.BytesIO(f.read()))
+                data = f.read()
+            found = FileEntry(sha256_bytes(data), len(data)) if verify else None
+            arrays[key] = np.load(io.BytesIO(data))
+        if verify and files is not None and found != files[relpath]:
+            raise SnapshotError(
+                f"snapshot {url}: checksum mismatch in {relpath} (manifest sha256 {files[relpath].sha256[:12]}…, "
+                f"{files[relpath].bytes} bytes; found {found.sha256[:12]}…, {found.bytes} bytes)"
+            )
     return arrays
 
 
@@ -207,9 +228,13 @@ class DatastoreRows:
     local or remote through fsspec). Open-set queries read their BM25 passages' vectors here
     instead of encoding the passages again."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, mapped: bool = True):
         manifest = open_datastore(url).manifest
         self.url = url
+        # Local shards are memory-mapped for scattered reads (a query's shortlist: fast, and the pages it touches
+        # stay mapped); mapped=False reads each run of rows into memory instead (a large sample read once: the
+        # kernel maps whole neighbourhoods of a faulted page in, so a mapped 100k-row sample held GBs of pages).
+        self.mapped = mapped
         self.names: list[str] = manifest.config["shards"]
         self.first = np.cumsum([0, *manifest.config["shard_tokens"]])  # first global token of each shard
         self._layout: dict[int, tuple[int, int, np.dtype]] = {}  # shard: (data offset, row width, dtype)
@@ -229,9 +254,9 @@ class DatastoreRows:
 
     def gather(self, ids: np.ndarray) -> np.ndarray:
         """float32 vectors (len(ids), d) of the global tokens ``ids`` (any order, repeats allowed):
-        from memory-mapped shards when local, else each run of consecutive ids as one ranged read (all
-        of a shard's reads issued together: ``fsspec``'s ``cat_ranges``). A FAISS shortlist is
-        re-scored exactly with them."""
+        from memory-mapped shards when local (unless ``mapped=False``), else each run of consecutive ids
+        as one read (remote: all of a shard's reads issued together, ``fsspec``'s ``cat_ranges``). A
+        FAISS shortlist is re-scored exactly with them; an index trains on a sample read so."""
         import torch  # converts float16 rows three times faster than numpy
 
         ids = np.asarray(ids, dtype=np.int64)
@@ -251,7 +276,7 @@ class DatastoreRows:
     def _read_scattered(self, shard: int, rows: np.ndarray) -> np.ndarray:
         """Rows (sorted, unique) of one shard, as stored."""
         fs, path = fsspec.core.url_to_fs(join(self.url, f"shards/{self.names[shard]}/vectors.npy"))
-        if isinstance(fs, LocalFileSystem):
+        if isinstance(fs, LocalFileSystem) and self.mapped:
             if shard not in self._mapped:
                 try:
                     self._mapped[shard] = np.load(path, mmap_mode="r")
@@ -262,11 +287,15 @@ class DatastoreRows:
             self._read(shard, 0, 1)  # reads the header
         offset, d, dtype = self._layout[shard]
         row_bytes = d * dtype.itemsize
-        breaks = np.flatnonzero(np.diff(rows) != 1) + 1  # runs of consecutive rows: one ranged read each, concurrent
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1  # runs of consecutive rows: one ranged read each
         runs = np.split(rows, breaks)
         starts = [offset + int(run[0]) * row_bytes for run in runs]
         ends = [offset + (int(run[-1]) + 1) * row_bytes for run in runs]
-        data = b"".join(fs.cat_ranges([path] * len(runs), starts, ends))
+        if isinstance(fs, LocalFileSystem):
+            with open(path, "rb") as f:
+                data = b"".join(os.pread(f.fileno(), end - start, start) for start, end in zip(starts, ends))
+        else:  # issued together (fsspec's cat_ranges)
+            data = b"".join(fs.cat_ranges([path] * len(runs), starts, ends))
         if len(data) != len(rows) * row_bytes:
             raise SnapshotError(f"datastore {self.url}: shard {self.names[shard]} is shorter than its rows")
         return np.frombuffer(data, dtype=dtype).reshape(len(rows), d)
