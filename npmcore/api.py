@@ -26,14 +26,14 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from npmcore.evaluation.templates import CLOSED_SPECS
 from npmcore.inference import MASK, NPM, InferenceConfig, label_token_ids
@@ -256,8 +256,11 @@ def _one_mask(query: str) -> str:
     return query
 
 
+Query = Annotated[str, AfterValidator(_one_mask)]
+
+
 class PredictRequest(Strict):
-    queries: list[str] = Field(min_length=1, description="Sentences with one [MASK] each.")
+    queries: list[Query] = Field(min_length=1, description="Sentences with one [MASK] each.")
     answers: int = Field(5, ge=1, le=20, description="Answers per query.")
     evidence: int = Field(3, ge=1, le=10, description="Evidence passages per answer.")
     k: int = Field(4096, ge=1, le=16384, description="Tokens retrieved per query vector (kNN search).")
@@ -265,19 +268,15 @@ class PredictRequest(Strict):
     restrict: bool = Field(True, description="Search the top BM25 passages (the paper's open-set setting).")
     passages: int = Field(3, ge=1, le=20, description="BM25 passages searched when restricted.")
 
-    _check = field_validator("queries")(lambda queries: [_one_mask(q) for q in queries])
-
 
 class ClassifyRequest(Strict):
-    queries: list[str] = Field(min_length=1, description="Sentences with one [MASK] each.")
+    queries: list[Query] = Field(min_length=1, description="Sentences with one [MASK] each.")
     labels: dict[str, list[str]] | None = Field(
         None, min_length=2, description='Each label and its verbalizer words: {"positive": ["great", "good"], …}.'
     )
     task: str | None = Field(None, description=f"Or a task's labels and words: {', '.join(CLOSED_SPECS)}.")
     k: int = Field(4096, ge=1, le=16384)
     tau: float = Field(5.0, gt=0)
-
-    _check = field_validator("queries")(lambda queries: [_one_mask(q) for q in queries])
 
     @field_validator("task")
     @classmethod
