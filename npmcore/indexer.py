@@ -90,9 +90,7 @@ class IndexConfig:
     train_size: int | None = None  # vectors sampled evenly over the datastore to train the index; None = sized to it
     on_disk: bool = False  # IVF only: merge the inverted lists into a memory-mapped index.ivfdata
     bm25: bool = True  # also build the BM25 (Lucene) index used by the restricted open-set mode
-    rerank: int | None = (
-        None  # kNN shortlist of k x rerank re-scored from the datastore; None = chosen with the factory
-    )
+    rerank: int | None = None  # kNN: the index's top k x rerank re-scored from the datastore; None = chosen
     max_memory: int | None = None  # bytes of RAM the served index may hold: chooses the factory (and on_disk)
 
 
@@ -118,8 +116,6 @@ def store_root(snapshot: str) -> str:
 def choose_for(tokens: int, dim: int, config: IndexConfig) -> IndexChoice:
     """The index ``config`` asks for over ``tokens`` vectors of ``dim`` dimensions (what it leaves
     open chosen by :func:`npmcore.faiss_index.choose_index`)."""
-    if config.on_disk and config.factory is not None and "IVF" not in config.factory:
-        raise ValueError(f"on_disk needs an IVF index, got factory {config.factory!r}")
     return choose_index(
         dim,
         tokens,

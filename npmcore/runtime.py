@@ -4,6 +4,7 @@ Call :func:`configure_environment` at every entry point (CLI, flows, tests) befo
 Prefect, MLflow, transformers, torch or faiss are imported. Values already set by the user win.
 """
 
+import logging
 import os
 
 DEFAULTS: dict[str, str] = {
@@ -33,6 +34,8 @@ DEFAULTS: dict[str, str] = {
 
 
 def configure_environment() -> None:
-    """Set the project's offline/telemetry defaults unless the user already set them."""
+    """Set the project's offline/telemetry defaults unless the user already set them, and let npmcore's
+    INFO lines through to the handlers Prefect gives it (PREFECT_LOGGING_EXTRA_LOGGERS)."""
     for key, value in DEFAULTS.items():
         os.environ.setdefault(key, value)
+    logging.getLogger("npmcore").setLevel(logging.INFO)

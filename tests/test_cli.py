@@ -81,6 +81,15 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     assert bad.exit_code == 2 and "exactly one [MASK]" in bad.output
 
 
+def test_cli_index_refuses_a_memory_budget_too_small_before_embedding(news_store, prefect_server, tmp_path):
+    args = ["index", "--store", str(tmp_path / "store"), "--corpus", news_store.corpus, "--max-memory", "0.00001"]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2
+    (line,) = [line for line in refused.output.splitlines() if line.startswith("error: ")]
+    assert "max_memory 0.00 GiB is too little for 13," in line and "with memory-mapped lists holds" in line
+    assert not (tmp_path / "store" / "datastore").exists()  # refused before anything was embedded
+
+
 def test_cli_snapshots_lists_each_kind_legibly_at_80_columns(news_store, monkeypatch):
     monkeypatch.setenv("COLUMNS", "80")  # CliRunner's output is not a terminal: a CI log
     for kind, url in (("corpus", news_store.corpus), ("datastore", news_store.datastore), ("index", news_store.index)):
