@@ -2,6 +2,7 @@
 
 Usage: python bench/scale.py [--files 0 8 16 32 64] [--k 4096] [--queries 64] [--no-layouts]
                              [--nprobe 16 32 64 128 256] [--rerank 1 2 4] [--fault] [--keep DIR]
+                             [--plot PNG] [--replot OUTPUT --plot PNG]
 
 Each point is the embedded default corpus plus the first N files of ../shared/data/enwiki_sample
 (``--files``: 0 is the default corpus alone, 64 all of the 96k-article extract), run through the
@@ -366,11 +367,18 @@ def main() -> None:
     parser.add_argument("--rerank", type=int, nargs="+", default=[1, 2, 4], help="shortlists of k x N, re-scored")
     parser.add_argument("--fault", action="store_true", help="kill a worker while embedding the largest point again")
     parser.add_argument("--keep", default=None, help="folder for the stores, kept (default: a temporary one)")
+    parser.add_argument("--plot", help="also draw seconds and peak RSS per stage against tokens into this PNG")
+    parser.add_argument("--replot", help="draw --plot from the last line of an earlier run's output; run nothing")
     parser.add_argument("--point", type=int, help=argparse.SUPPRESS)  # one point's flows, in a fresh process
     parser.add_argument("--store", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.point is not None:
         print(json.dumps(build_point(args.point, Path(args.store))))
+        return
+    if args.replot:
+        if not args.plot:
+            parser.error("--replot needs --plot FILE")
+        plot(json.loads(Path(args.replot).read_text().strip().splitlines()[-1]), Path(args.plot))
         return
     if sorted(set(args.files)) != args.files or not 0 <= args.files[0] or args.files[-1] > 64:
         parser.error("--files: increasing numbers of extract files, 0 to 64")
@@ -392,17 +400,42 @@ def main() -> None:
             layouts = measure_layouts(last, address, args) if args.layouts else None
             fault = measure_fault(last, root, address) if args.fault else None
     largest = max(points[-1]["peak_rss_mb"].values())
-    print(
-        json.dumps(
-            {
-                "points": points,
-                "exponent": {stage: exponent(points, stage) for stage in STAGES} if len(points) > 1 else {},
-                "rss_growth": round(largest / max(points[-2]["peak_rss_mb"].values()), 3) if len(points) > 1 else None,
-                "layouts": layouts,
-                "fault": fault,
-            }
-        )
-    )
+    result = {
+        "points": points,
+        "exponent": {stage: exponent(points, stage) for stage in STAGES} if len(points) > 1 else {},
+        "rss_growth": round(largest / max(points[-2]["peak_rss_mb"].values()), 3) if len(points) > 1 else None,
+        "layouts": layouts,
+        "fault": fault,
+    }
+    if args.plot:
+        plot(result, Path(args.plot))
+    print(json.dumps(result))
+
+
+def plot(result: dict, path: Path) -> None:
+    """Seconds (log-log, with the slope-1 line through each stage's first point) and peak RSS per stage."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    points = result["points"]
+    tokens = np.array([p["tokens"] for p in points]) / 1e6
+    fig, (time_ax, rss_ax) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for stage in STAGES:
+        seconds = np.array([p["seconds"][stage] for p in points])
+        (line,) = time_ax.loglog(tokens, seconds, "o-", label=f"{stage} (exponent {result['exponent'][stage]:.2f})")
+        time_ax.loglog(tokens, seconds[0] * tokens / tokens[0], ":", color=line.get_color(), alpha=0.5)
+        rss_ax.plot(tokens, [p["peak_rss_mb"][stage] / 1024 for p in points], "o-", label=stage)
+    time_ax.set(xlabel="corpus tokens (millions)", ylabel="seconds", title="Stage time (dotted: linear growth)")
+    rss_ax.set(xlabel="corpus tokens (millions)", ylabel="GiB", title="Peak RSS of the largest process")
+    rss_ax.set_ylim(bottom=0)
+    for ax in (time_ax, rss_ax):
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.suptitle("bench/scale.py: the flows on 2 workers, 2 cores")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
 
 
 if __name__ == "__main__":
