@@ -2,7 +2,8 @@
 
 Usage: python bench/scale.py [--files 0 8 16 32 64] [--k 4096] [--queries 64] [--no-layouts]
                              [--nprobe 16 32 64 128 256] [--rerank 1 2 4] [--fault] [--keep DIR]
-                             [--plot PNG] [--replot OUTPUT --plot PNG]
+                             [--plot PNG]
+       python bench/scale.py --merge OUTPUT [OUTPUT ...] [--plot PNG]
 
 Each point is the embedded default corpus plus the first N files of ../shared/data/enwiki_sample
 (``--files``: 0 is the default corpus alone, 64 all of the 96k-article extract), run through the
@@ -368,17 +369,17 @@ def main() -> None:
     parser.add_argument("--fault", action="store_true", help="kill a worker while embedding the largest point again")
     parser.add_argument("--keep", default=None, help="folder for the stores, kept (default: a temporary one)")
     parser.add_argument("--plot", help="also draw seconds and peak RSS per stage against tokens into this PNG")
-    parser.add_argument("--replot", help="draw --plot from the last line of an earlier run's output; run nothing")
+    parser.add_argument(
+        "--merge", nargs="+", help="run nothing: summarize (and --plot) the points of earlier runs' outputs"
+    )
     parser.add_argument("--point", type=int, help=argparse.SUPPRESS)  # one point's flows, in a fresh process
     parser.add_argument("--store", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.point is not None:
         print(json.dumps(build_point(args.point, Path(args.store))))
         return
-    if args.replot:
-        if not args.plot:
-            parser.error("--replot needs --plot FILE")
-        plot(json.loads(Path(args.replot).read_text().strip().splitlines()[-1]), Path(args.plot))
+    if args.merge:
+        report(*merged(args.merge), args.plot)
         return
     if sorted(set(args.files)) != args.files or not 0 <= args.files[0] or args.files[-1] > 64:
         parser.error("--files: increasing numbers of extract files, 0 to 64")
@@ -399,6 +400,11 @@ def main() -> None:
         with dask_cluster(n_workers=2) as address:
             layouts = measure_layouts(last, address, args) if args.layouts else None
             fault = measure_fault(last, root, address) if args.fault else None
+    report(points, layouts, fault, args.plot)
+
+
+def report(points: list[dict], layouts: list[dict] | None, fault: dict | None, png: str | None) -> None:
+    """Print the run's JSON line (growth exponents and RSS growth from its points); draw ``png``."""
     largest = max(points[-1]["peak_rss_mb"].values())
     result = {
         "points": points,
@@ -407,9 +413,29 @@ def main() -> None:
         "layouts": layouts,
         "fault": fault,
     }
-    if args.plot:
-        plot(result, Path(args.plot))
+    if png:
+        plot(result, Path(png))
     print(json.dumps(result))
+
+
+def merged(outputs: list[str]) -> tuple[list[dict], list[dict] | None, dict | None]:
+    """The points (one line each, a later run's point replacing an earlier one of the same size), layouts
+    and fault of earlier runs' outputs, for a curve whose points were measured by several runs of this
+    benchmark (the same code)."""
+    points: dict[int, dict] = {}
+    layouts = fault = None
+    for output in outputs:
+        for line in Path(output).read_text().splitlines():
+            if not line.startswith("{"):
+                continue
+            record = json.loads(line)
+            if "files" in record:
+                points[record["files"]] = record
+            layouts = record.get("layouts") or layouts
+            fault = record.get("fault") or fault
+    if not points:
+        raise SystemExit(f"--merge: no points in {', '.join(outputs)}")
+    return [points[f] for f in sorted(points)], layouts, fault
 
 
 def plot(result: dict, path: Path) -> None:

@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, model_validator
 from flows.params import StoreURL, default_store
 from flows.promote import PromoteParams, promote
 from npmcore.snapshots import newest_corpus
-from npmcore.tracking import resolve_encoder, tracking_uri
+from npmcore.tracking import check_registered, resolve_encoder, tracking_uri
 from npmcore.train import TrainConfig, configure
 from tasks.train import train_task
 
@@ -74,6 +74,7 @@ def train_encoder(params: TrainParams | None = None, progress: bool = False) -> 
     config = params.config(params.corpus or newest_corpus(params.store), resolve_encoder(params.encoder, params.store))
     uri = tracking_uri(params.store)
     model = train_task(config, params.preset, params.store, uri, params.experiment, params.alias, progress)
+    check_registered(model, uri)  # in the store's registry (a cached result too), or the run fails
     if params.promote:
         promote(PromoteParams(model=model, store=params.store))
     return model

@@ -11,12 +11,15 @@ import requests
 import torch
 import transformers
 from mlflow import MlflowClient
+from mlflow.tracking import fluent as _fluent  # MLflow's process globals, which no public API resets
+from mlflow.tracking._model_registry import utils as _registry_utils
+from mlflow.tracking._tracking_service import utils as _tracking_utils
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 log = logging.getLogger(__name__)
 
 REGISTERED_MODEL = "npm-encoder"
-_URI_VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI")
+_VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_EXPERIMENT_ID")
 
 
 @contextmanager
@@ -24,11 +27,15 @@ def tracking(uri: str, experiment: str | None) -> Iterator[None]:
     """Point MLflow tracking and the model registry at ``uri`` and select ``experiment``
     (None: the registry only, no experiment selected or created) for the duration of the block.
 
-    MLflow's setters also write ``MLFLOW_TRACKING_URI`` / ``MLFLOW_REGISTRY_URI`` into the
-    environment; both are restored afterwards, so a long-lived process (a Prefect worker)
-    does not carry one run's store into the next.
+    MLflow's setters keep the URIs and the experiment in module globals and also write
+    ``MLFLOW_TRACKING_URI``, ``MLFLOW_REGISTRY_URI`` and ``MLFLOW_EXPERIMENT_ID`` into the
+    environment; all are restored afterwards, so that a long-lived process (a Prefect worker, a
+    test session) does not carry one run's store into the next: a client made later with only a
+    tracking URI, ``MlflowClient(tracking_uri=…)``, would otherwise read the model registry of the
+    last store a block pointed at.
     """
-    previous = {name: os.environ.get(name) for name in _URI_VARIABLES}
+    previous = {name: os.environ.get(name) for name in _VARIABLES}
+    previous_globals = (_tracking_utils._tracking_uri, _registry_utils._registry_uri, _fluent._active_experiment_id)
     mlflow.set_tracking_uri(uri)
     mlflow.set_registry_uri(uri)
     if experiment is None:
@@ -45,6 +52,7 @@ def tracking(uri: str, experiment: str | None) -> Iterator[None]:
     try:
         yield
     finally:
+        _tracking_utils._tracking_uri, _registry_utils._registry_uri, _fluent._active_experiment_id = previous_globals
         for name, value in previous.items():
             if value is None:
                 os.environ.pop(name, None)
@@ -118,8 +126,20 @@ def log_encoder(tokenizer: PreTrainedTokenizerFast, model: PreTrainedModel, alia
     version = str(info.registered_model_version)
     if alias:
         MlflowClient().set_registered_model_alias(REGISTERED_MODEL, alias, version)
-    log.info("registered %s version %s%s", REGISTERED_MODEL, version, f" as @{alias}" if alias else "")
+    log.info(
+        "registered %s version %s%s in the registry at %s",
+        REGISTERED_MODEL, version, f" as @{alias}" if alias else "", mlflow.get_registry_uri(),
+    )  # fmt: skip
     return f"models:/{REGISTERED_MODEL}/{version}"
+
+
+def check_registered(model_uri: str, uri: str) -> None:
+    """Fail unless ``model_uri`` (``models:/name/N``) is a version in the model registry at ``uri``."""
+    name, version = model_uri.removeprefix("models:/").rsplit("/", 1)
+    try:
+        MlflowClient(tracking_uri=uri, registry_uri=uri).get_model_version(name, version)
+    except mlflow.exceptions.MlflowException as e:
+        raise RuntimeError(f"{model_uri} is not in the model registry at {uri}: {e.message}") from None
 
 
 def register_checkpoint(run_dir: str, uri: str, experiment: str, alias: str | None = None) -> str:
