@@ -40,9 +40,13 @@ TOKEN_BYTES = 2  # tokens.npy: a uint16 token id per token (vocabularies up to 6
 # Below, the default scans its PQ codes exhaustively; above, an IVF narrows the scan. Exhaustive search time grows
 # with the tokens, an IVF's with the lists probed (docs/scale.md: measured by bench/scale.py and bench/factories.py).
 IVF_FROM_TOKENS = 1_000_000
-IVF_PROBE_SHARE = 16  # the default nprobe: 1 in 16 of the lists (at least 16)
+IVF_PROBE_SHARE = 64  # the default nprobe: 1 in 64 of the lists (at least 16)
 IVF_BYTES = 8 + 8  # an IVF list entry's id, and its direct-map entry
-RERANK = 2  # the default shortlist of compressed indexes: k x RERANK, re-scored exactly
+# The default shortlist of compressed indexes, re-scored exactly: k x RERANK up to IVF_FROM_TOKENS, k x RERANK_IVF
+# beyond. PQ codes miss more of the exact top-k as the corpus grows; at 13.3M tokens (bench/scale.py, docs/scale.md)
+# k x 2 kept 0.92-0.93 of the exact top-4096 at any nprobe, k x 4 0.98 at 1 list in 64 (26 ms a query vector).
+RERANK = 2
+RERANK_IVF = 4
 RESCORE_BATCH = 16  # queries re-scored together: their shortlists' vectors (16 x 8,192 x 384 floats) read at once
 TRAIN_SHARE = 32  # the default training sample: 1 in 32 of the tokens, within the bounds below
 TRAIN_MIN = 20_000  # k-means of 256 centroids per PQ sub-quantizer wants 39 x 256 (about 10k) points
@@ -145,7 +149,7 @@ def choose_index(
     if search_params is None:
         search_params = _default_search_params(factory)
     if rerank is None:
-        rerank = 1 if _is_exact(factory) else RERANK
+        rerank = 1 if _is_exact(factory) else RERANK_IVF if ivf else RERANK
     if rerank < 1:
         raise ValueError(f"rerank must be >= 1, got {rerank}")
     if train_size is None:
