@@ -535,7 +535,6 @@ def index_command(
     max_memory: Annotated[
         float | None,
         typer.Option(
-            min=0.001,
             help="GiB of RAM the served index may hold: the default factory is chosen within it (IVF with "
             "memory-mapped lists when its codes do not fit).",
         ),

@@ -30,6 +30,8 @@ DEFAULTS: dict[str, str] = {
     "DASK_LOGGING__DISTRIBUTED": "warning",
     # The pipeline's own INFO lines (index plan, training and encoding times) in the flow runs' logs and the UI.
     "PREFECT_LOGGING_EXTRA_LOGGERS": "npmcore",
+    # ... and outside a flow run (a CLI command, a library call) they go to the console only, without a warning each.
+    "PREFECT_LOGGING_TO_API_WHEN_MISSING_FLOW": "ignore",
 }
 
 

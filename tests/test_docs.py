@@ -60,7 +60,8 @@ def test_docs_has_one_page_per_stage():
 @pytest.mark.parametrize("command", sorted(typer.main.get_command(app).commands))
 def test_every_command_line_shown_is_the_clis_and_shows_all_its_options(command):
     cli = typer.main.get_command(app).commands[command]
-    options = [param for param in cli.params if param.param_type_name == "option"]
+    commands = [cli, *getattr(cli, "commands", {}).values()]  # a group (npmcore serving): its subcommands' options
+    options = [param for c in commands for param in c.params if param.param_type_name == "option"]
     known = {opt for param in options for opt in [*param.opts, *param.secondary_opts]}
     shown = synopses()
     assert command in shown, f"npmcore {command} appears in no command line of README.md or docs/"
