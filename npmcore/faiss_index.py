@@ -40,7 +40,8 @@ TOKEN_BYTES = 2  # tokens.npy: a uint16 token id per token (vocabularies up to 6
 # Below, the default scans its PQ codes exhaustively; above, an IVF narrows the scan. Exhaustive search time grows
 # with the tokens, an IVF's with the lists probed (docs/scale.md: measured by bench/scale.py and bench/factories.py).
 IVF_FROM_TOKENS = 1_000_000
-IVF_PROBE_SHARE = 64  # the default nprobe: 1 in 64 of the lists (at least 16)
+IVF_PROBE_SHARE = 64  # the default nprobe: 1 in 64 of the lists, at least IVF_MIN_PROBES
+IVF_MIN_PROBES = 64  # 1,024 lists (1.2M tokens) need 64 probes as 4,096 do: 0.98 with k x 4, 16 probes 0.86
 IVF_BYTES = 8 + 8  # an IVF list entry's id, and its direct-map entry
 # The default shortlist of compressed indexes, re-scored exactly: k x RERANK up to IVF_FROM_TOKENS, k x RERANK_IVF
 # beyond. PQ codes miss more of the exact top-k as the corpus grows; at 13.3M tokens (bench/scale.py, docs/scale.md)
@@ -226,11 +227,12 @@ def default_train_size(n_tokens: int, nlist: int = 0) -> int:
 
 
 def _default_search_params(factory: str) -> str:
-    """IVF: probe 1 in :data:`IVF_PROBE_SHARE` of the lists (at least 16); HNSW: efSearch 128; others: none."""
+    """IVF: probe 1 in :data:`IVF_PROBE_SHARE` of the lists (at least :data:`IVF_MIN_PROBES`); HNSW: efSearch 128;
+    others: none."""
     for part in factory.split(","):
         if part.startswith("IVF"):
             nlist = _nlist(factory)
-            return f"nprobe={min(nlist, max(16, nlist // IVF_PROBE_SHARE))}"
+            return f"nprobe={min(nlist, max(IVF_MIN_PROBES, nlist // IVF_PROBE_SHARE))}"
         if part.startswith("HNSW"):
             return "efSearch=128"
     return ""
