@@ -5,7 +5,7 @@ One process loads the encoder, the FAISS index, the datastore and BM25 once and 
 * ``POST /v1/predict``: NPM phrase prediction, each answer with its evidence passages;
 * ``POST /v1/classify``: closed-set label scores (labels given as verbalizer words);
 * ``GET /v1/index``: what is served; ``GET /livez``; ``GET /readyz`` (503 until loaded and warm);
-  ``GET /metrics`` (Prometheus); ``GET /``: a page with a query box.
+  ``GET /metrics`` (Prometheus); ``GET /``: a page with a query box (``/?q=QUERY`` answers QUERY at once).
 
 Concurrent requests are batched: a request waits at most ``max_wait_ms`` for others to share its
 encoder forward, batches hold at most ``max_batch`` queries, and a bounded queue answers 503 with

@@ -7,6 +7,7 @@ turns an :class:`Evidence` (global token ids) into an :class:`EvidenceSpan`: the
 as the encoder saw it and the answer's character span in it.
 """
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,6 +25,9 @@ class Evidence:
     first: int  # global id of the span's first token
     last: int  # and of its last token (inclusive)
     score: float  # the position's normalised share of the query's candidate scores
+
+
+PASSAGE_CACHE = 4096  # passages kept tokenized (a few kB each)
 
 
 @dataclass(frozen=True)
@@ -57,8 +61,10 @@ class EvidenceReader:
         self.corpus = corpus
         self._frame = special_frame(tokenizer)
         self._rows: dict[int, list[tuple[str, str, str]]] = {}
+        # answers of a query share passages, and a service sees the same ones again: tokenized once
+        self.passage = functools.lru_cache(maxsize=PASSAGE_CACHE)(self._passage)
 
-    def passage(self, block: int) -> Passage:
+    def _passage(self, block: int) -> Passage:
         """The block's id, title and text, with the character span of each content token."""
         block_id, title, text = self._row(block)
         passage = encoder_input(title, text)

@@ -63,7 +63,10 @@ def candidate_spans(corpus: Corpus, starts: np.ndarray, ends: np.ndarray, l_max:
         _spans_from(corpus, np.unique(ends[ends >= 0]), l_max, -1),
     ]
     both = np.concatenate(spans)
-    return np.unique(both, axis=0) if len(both) else both
+    # one int64 key per span, ordered as (first, last): unique on it is a plain sort, not a row-wise one
+    keys = np.unique(both[:, 0] * l_max + (both[:, 1] - both[:, 0]))
+    first = keys // l_max
+    return np.stack([first, first + keys % l_max], axis=1)
 
 
 def content_spans(corpus: Corpus, spans: np.ndarray) -> np.ndarray:

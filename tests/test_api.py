@@ -1,9 +1,16 @@
 """The query service (npmcore api) and the serving pointer, on a copy of the shared news store."""
 
 import shutil
+import subprocess
+import sys
 import time
+import urllib.parse
+from html.parser import HTMLParser
+from pathlib import Path
 
+import httpx
 import pytest
+from conftest import free_port
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -156,3 +163,67 @@ def test_the_serving_pointer_keeps_history_and_refuses_what_is_not_an_index(stor
     empty.mkdir()
     with pytest.raises(ValueError, match="no earlier serving index"):
         rollback_serving(str(empty))
+
+
+class Marks(HTMLParser):
+    """The texts inside <mark> of a page: the answers the page marked in their passages."""
+
+    def __init__(self):
+        super().__init__()
+        self.marks: list[str] = []
+        self._open = False
+
+    def handle_starttag(self, tag, attrs):
+        self._open = self._open or tag == "mark"
+        if tag == "mark":
+            self.marks.append("")
+
+    def handle_endtag(self, tag):
+        self._open = self._open and tag != "mark"
+
+    def handle_data(self, data):
+        if self._open:
+            self.marks[-1] += data
+
+
+CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="needs a Chromium browser (Debian: apt-get install chromium)")
+def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromium(store, tmp_path):
+    """`npmcore api` as a user starts it; the page as a browser renders it (screenshot kept in tmp_path)."""
+    root, first, _ = store
+    set_serving(root, first)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    service = subprocess.Popen(
+        [str(Path(sys.executable).parent / "npmcore"), "api", "--store", root, "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            assert service.poll() is None and time.monotonic() < deadline, "npmcore api never became ready"
+            try:
+                if httpx.get(f"{url}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            time.sleep(0.5)
+        expected = httpx.post(f"{url}/v1/predict", json={"queries": [QUERY], "answers": 3, "evidence": 1}).json()
+        page = f"{url}/?q={urllib.parse.quote(QUERY)}"  # the page answers the query of its address
+        browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1000,900"]
+        budget = "--virtual-time-budget=60000"  # virtual time waits for the page's requests
+        dom = subprocess.run([*browser, budget, "--dump-dom", page], capture_output=True, text=True, timeout=120)
+        shot = tmp_path / "page.png"
+        subprocess.run([*browser, budget, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
+    finally:
+        service.terminate()
+        service.wait(30)
+    marks = Marks()
+    marks.feed(dom.stdout)
+    assert marks.marks == [answer["text"] for answer in expected["results"][0]["answers"]]
+    assert "Serving " in dom.stdout and first.rsplit("/", 1)[1] in dom.stdout  # the footer names the index
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
