@@ -288,11 +288,53 @@ def takes_codes(index: faiss.Index) -> bool:
     return isinstance(faiss.downcast_index(inner), faiss.IndexFlatCodes)
 
 
-def add_codes(index: faiss.Index, codes: np.ndarray) -> None:
-    """Append ``codes`` (n, sa_code_size) of vectors encoded by ``index.sa_encode`` to a flat-code
-    index (PQ, SQ, Flat; behind a rotation too): the vectors get the next ids."""
-    inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexPreTransform) else index
-    inner.add_sa_codes(np.ascontiguousarray(codes))
+def sa_encode(index: faiss.Index, x: np.ndarray) -> np.ndarray:
+    """``index.sa_encode(x)``: (n, sa_code_size) uint8, with the product quantizer's nearest centroids
+    found by a BLAS search (``ProductQuantizer.compute_codes_with_assign_index``). FAISS's own
+    encoder loops over centroids vector by vector when sub-vectors have fewer than 16 dimensions
+    (PQ32 of 384 dimensions: 12): 47 us a vector here, 3x the BLAS search. Both pick the nearest
+    centroid, so codes differ only where two centroids are equally near up to rounding.
+    PQ and IVF-PQ (behind a rotation or not); any other index encodes itself."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    inner = index
+    if isinstance(index, faiss.IndexPreTransform):
+        for i in range(index.chain.size()):
+            x = np.ascontiguousarray(index.chain.at(i).apply(x))
+        inner = faiss.downcast_index(index.index)
+    if isinstance(inner, faiss.IndexPQ):
+        return _pq_codes(inner.pq, x)
+    if isinstance(inner, faiss.IndexIVFPQ) and inner.by_residual:
+        lists = inner.quantizer.assign(x, 1)[:, 0]
+        residuals = np.empty_like(x)
+        inner.quantizer.compute_residual_n(len(x), faiss.swig_ptr(x), faiss.swig_ptr(residuals), faiss.swig_ptr(lists))
+        list_bytes = lists.astype("<i8").view(np.uint8).reshape(len(x), 8)[:, : inner.coarse_code_size()]
+        return np.hstack([list_bytes, _pq_codes(inner.pq, residuals)])
+    return inner.sa_encode(x)
+
+
+def _pq_codes(pq: faiss.ProductQuantizer, x: np.ndarray) -> np.ndarray:
+    if pq.dsub >= 16:  # FAISS searches by BLAS itself
+        return pq.compute_codes(x)
+    assign = faiss.IndexFlatL2(pq.dsub)  # held here: the product quantizer only points to it
+    pq.assign_index = assign
+    try:
+        codes = np.empty((len(x), pq.code_size), dtype=np.uint8)
+        pq.compute_codes_with_assign_index(faiss.swig_ptr(x), faiss.swig_ptr(codes), len(x))
+    finally:
+        pq.assign_index = None
+    return codes
+
+
+def add_codes(index: faiss.Index, codes: np.ndarray, ids: np.ndarray | None = None) -> None:
+    """Add ``codes`` (n, sa_code_size) of vectors encoded by :func:`sa_encode` (behind a rotation
+    too): a flat-code index (PQ, SQ, Flat) appends them under the next ids, an IVF index files
+    each in the list its code names, under ``ids``."""
+    if is_ivf(index):
+        inner = faiss.extract_index_ivf(index)
+        inner.add_sa_codes(np.ascontiguousarray(codes), np.ascontiguousarray(ids, dtype=np.int64))
+    else:
+        inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexPreTransform) else index
+        inner.add_sa_codes(np.ascontiguousarray(codes))
     index.ntotal = inner.ntotal  # a pre-transform (OPQ) wrapper keeps its own count
 
 

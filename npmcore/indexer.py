@@ -54,6 +54,7 @@ from npmcore.faiss_index import (
     finalize,
     is_ivf,
     merge_ivf,
+    sa_encode,
     takes_codes,
     train_index,
 )
@@ -190,23 +191,22 @@ def training_sample(datastore: str, n: int, seed: int = 0) -> np.ndarray:
 
 def _encode_shard(trained: bytes, datastore: str, job: tuple[str, int, str]) -> tuple[str, int]:
     """Encode one datastore shard (name, first global id, output URL) with the trained index on a
-    worker: an IVF index gets a shard index holding the shard's vectors under their global ids, any
-    other the shard's codes (``sa_encode``, an (n, code_size) uint8 array). Returns (URL, tokens)."""
+    worker (:func:`~npmcore.faiss_index.sa_encode`): an IVF index gets a shard index holding the shard's
+    codes under their global ids, any other the codes themselves, an (n, code_size) uint8 array.
+    Returns (URL, tokens)."""
     name, first, out = job
     vectors = shard_arrays(datastore, name, open_datastore(datastore).manifest.files, verify=True)["vectors"]
     fs, _ = fsspec.core.url_to_fs(out)
     if fs.exists(out):  # a previous try wrote it (renamed into place once whole)
         return out, len(vectors)
     index = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
+    codes = np.empty((len(vectors), index.sa_code_size()), dtype=np.uint8)
+    for lo in range(0, len(vectors), 65536):
+        codes[lo : lo + 65536] = sa_encode(index, vectors[lo : lo + 65536])
     if is_ivf(index):
-        for lo in range(0, len(vectors), 65536):
-            x = np.ascontiguousarray(vectors[lo : lo + 65536], dtype=np.float32)
-            index.add_with_ids(x, np.arange(first + lo, first + lo + len(x), dtype=np.int64))
+        add_codes(index, codes, np.arange(first, first + len(vectors), dtype=np.int64))
         data = faiss.serialize_index(index).tobytes()
     else:
-        codes = np.empty((len(vectors), index.sa_code_size()), dtype=np.uint8)
-        for lo in range(0, len(vectors), 65536):
-            codes[lo : lo + 65536] = index.sa_encode(np.ascontiguousarray(vectors[lo : lo + 65536], dtype=np.float32))
         data = codes.tobytes()
     _write_renamed(out, data)
     return out, len(vectors)

@@ -16,6 +16,7 @@ from npmcore.faiss_index import (
     finalize,
     is_ivf,
     rescore,
+    sa_encode,
     search,
 )
 from npmcore.indexer import IndexConfig, build_index, plan_index, training_sample
@@ -154,3 +155,32 @@ def test_a_corrupted_or_missing_index_file_is_an_error(news_store, tmp_path):
     (broken / "index.faiss").unlink()
     with pytest.raises(SnapshotError, match="index.faiss is missing"):
         NPM(str(broken))
+
+
+@pytest.mark.parametrize("factory", ["OPQ32,PQ32np", "OPQ32,IVF16,PQ32np"])
+def test_codes_found_by_blas_are_faiss_codes_up_to_ties(news_store, factory):
+    """sa_encode against the index's own encoder on the shared datastore's vectors: the same list and
+    the same centroids, or, where a centroid differs, one exactly as near (brute force, float64)."""
+    vectors = np.concatenate([np.asarray(a["vectors"], dtype=np.float32) for _, a in iter_shards(news_store.datastore)])
+    index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+    rotation = faiss.downcast_VectorTransform(index.chain.at(0))
+    rotation.niter = rotation.niter_pq_0 = 2  # a rotation, if a poor one: training it well takes a minute
+    index.train(vectors[::4])
+    ours, theirs = sa_encode(index, vectors), index.sa_encode(vectors)
+    assert ours.shape == theirs.shape and (ours == theirs).all(axis=1).mean() > 0.999
+    inner = faiss.downcast_index(index.index)
+    pq, skip = inner.pq, index.sa_code_size() - inner.pq.code_size  # skip: the IVF list number's bytes
+    np.testing.assert_array_equal(ours[:, :skip], theirs[:, :skip])
+    rows = np.flatnonzero((ours != theirs).any(axis=1))
+    x = index.chain.at(0).apply(vectors[rows]).astype(np.float64)
+    if skip:  # IVF-PQ encodes the residual from the list's centroid
+        lists = theirs[rows, :skip].astype(np.int64) @ (256 ** np.arange(skip))
+        x -= inner.quantizer.reconstruct_batch(lists)
+    centroids = faiss.vector_to_array(pq.centroids).reshape(pq.M, pq.ksub, pq.dsub).astype(np.float64)
+    for m in range(pq.M):
+        sub = x[:, m * pq.dsub : (m + 1) * pq.dsub]
+        distances = ((sub[:, None] - centroids[m][None]) ** 2).sum(-1)
+        picked = distances[np.arange(len(rows)), ours[rows, skip + m]]
+        # BLAS finds |x|^2 - 2 x.c + |c|^2 in float32: rounding of the order of eps (|x|^2 + |c|^2)
+        rounding = 1e-5 * ((sub**2).sum(-1) + (centroids[m] ** 2).sum(-1).max())
+        assert (picked - distances.min(axis=1) <= rounding).all()
