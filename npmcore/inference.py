@@ -130,8 +130,8 @@ class NPM:
         self._bm25: bm25.BM25Searcher | None = None
         self.scale = 1.0 / math.sqrt(self.index.d)
         self._frame = special_frame(self.tokenizer)
-        self._word_text = functools.lru_cache(maxsize=1 << 16)(
-            lambda ids: self.tokenizer.decode(list(ids), skip_special_tokens=True)
+        self._word_words = functools.lru_cache(maxsize=1 << 16)(
+            lambda ids: content_words_of(self.tokenizer.decode(list(ids), skip_special_tokens=True))
         )
 
     # --- queries ------------------------------------------------------------------------
@@ -167,7 +167,8 @@ class NPM:
         if config.restrict:
             restricted = self.restricted(queries, config.passages)
             for query, (q_start, q_end), (ids, vectors) in zip(queries, q, restricted, strict=True):
-                spans = self._candidates(query, ids, ids, config)
+                # ids are whole passages: the spans starting at one of them are all those ending at one
+                spans = self._candidates(query, ids, ids[:0], config)
                 row = np.searchsorted(ids, spans)  # (n, 2) rows of each span's first and last token; ids are sorted
                 phrases = score_phrases(
                     self.corpus,
@@ -231,7 +232,7 @@ class NPM:
             spans = content_spans(self.corpus, spans)
         if config.exclude_query_words:
             words = content_words_of(query.replace(MASK, " "))
-            spans = spans[~repeating_spans(self.corpus, spans, words, self._word_text)]
+            spans = spans[~repeating_spans(self.corpus, spans, words, self._word_words)]
         return spans
 
     # --- closed set ---------------------------------------------------------------------

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from npmcore.vocab import VocabTables, content_words_of
+from npmcore.vocab import VocabTables
 
 
 @dataclass(frozen=True)
@@ -84,7 +84,7 @@ def content_spans(corpus: Corpus, spans: np.ndarray) -> np.ndarray:
 
 
 def repeating_spans(
-    corpus: Corpus, spans: np.ndarray, words: frozenset[str], word_text: Callable[[tuple[int, ...]], str]
+    corpus: Corpus, spans: np.ndarray, words: frozenset[str], word_words: Callable[[tuple[int, ...]], frozenset[str]]
 ) -> np.ndarray:
     """(n,) bool: the spans that hold a word whose content words (:func:`npmcore.vocab.content_words_of`)
     meet ``words`` (a query's): answers that copy the query.
@@ -92,7 +92,8 @@ def repeating_spans(
     Args:
         spans: (n, 2) whole-word spans (:func:`candidate_spans`), so every word inside one is whole.
         words: the content words to avoid.
-        word_text: a word's token ids -> its text (the tokenizer's decoding; the caller may cache it).
+        word_words: a word's token ids -> the content words of its text (:func:`npmcore.vocab.content_words_of`
+            of the tokenizer's decoding; the caller may cache it).
     """
     if len(spans) == 0 or not words:
         return np.zeros(len(spans), dtype=bool)
@@ -108,7 +109,7 @@ def repeating_spans(
     for w, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])):
         key = tuple(tokens[lo:hi])
         if key not in known:
-            known[key] = not words.isdisjoint(content_words_of(word_text(key)))
+            known[key] = not words.isdisjoint(word_words(key))
         copies[w] = known[key]
     copied = np.r_[0, np.cumsum(copies[word])]  # (len(pos) + 1,) copied positions before each position
     first, last = np.searchsorted(pos, spans[:, 0]), np.searchsorted(pos, spans[:, 1])

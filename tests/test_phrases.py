@@ -31,11 +31,11 @@ def test_spans_repeating_words_equal_a_check_of_each_spans_decoded_text(news_sto
     anchors = np.random.default_rng(1).choice(len(corpus.tokens), 400, replace=False)
     spans = candidate_spans(corpus, anchors, anchors[::-1].copy(), l_max=10)
     words = content_words_of(tokenizer.decode(corpus.block_tokens(int(corpus.block_of(anchors[:1])[0]))))
-    found = repeating_spans(corpus, spans, words, lambda ids: tokenizer.decode(list(ids)))
+    found = repeating_spans(corpus, spans, words, lambda ids: content_words_of(tokenizer.decode(list(ids))))
     reference = [
         not words.isdisjoint(content_words_of(tokenizer.decode(np.asarray(corpus.tokens[a : b + 1]).tolist())))
         for a, b in spans.tolist()
     ]
     assert found.tolist() == reference
     assert 0 < found.sum() < len(spans)
-    assert not repeating_spans(corpus, spans, frozenset(), tokenizer.decode).any()
+    assert not repeating_spans(corpus, spans, frozenset(), lambda ids: content_words_of(tokenizer.decode(ids))).any()
