@@ -23,9 +23,12 @@ class ClusterError(RuntimeError):
     """The Dask scheduler cannot be reached."""
 
 
-def check_scheduler(address: str, timeout_s: float = 10) -> None:
-    """Fail within ``timeout_s`` with :class:`ClusterError` when the scheduler cannot be reached."""
-    with dask_client(address, timeout_s=timeout_s):
+CONNECT_TIMEOUT_S = 10.0  # how long a command tries to reach a Dask scheduler before it fails
+
+
+def check_scheduler(address: str) -> None:
+    """Fail within :data:`CONNECT_TIMEOUT_S` with :class:`ClusterError` when the scheduler cannot be reached."""
+    with dask_client(address):
         pass
 
 
@@ -46,16 +49,19 @@ def dask_cluster(address: str | None = None, n_workers: int | None = None) -> It
 
 
 @contextmanager
-def dask_client(address: str | None = None, n_workers: int | None = None, timeout_s: float = 10) -> Iterator[Client]:
+def dask_client(
+    address: str | None = None, n_workers: int | None = None, timeout_s: float | None = None
+) -> Iterator[Client]:
     """A Dask client for the duration of the block.
 
     Args:
         address: scheduler address (``tcp://host:8786``) of an existing cluster; None
             starts a LocalCluster of single-threaded worker processes.
         n_workers: LocalCluster size (default: one per core); ignored with ``address``.
-        timeout_s: how long to try to reach ``address`` before failing.
+        timeout_s: how long to try to reach ``address`` before failing (None: :data:`CONNECT_TIMEOUT_S`).
     """
     if address:
+        timeout_s = CONNECT_TIMEOUT_S if timeout_s is None else timeout_s
         try:
             client = Client(address, timeout=f"{timeout_s}s")
         except (OSError, TimeoutError) as e:

@@ -123,8 +123,11 @@ def test_two_process_ddp_equals_one_process_for_every_objective(tmp_path, config
             )
 
 
-# npm-single resumes through the same code as npm (slow; its step is checked in the DDP test)
-@pytest.mark.parametrize("objective", ["npm", pytest.param("npm-single", marks=pytest.mark.slow), "mlm"])
+SLOW = pytest.mark.slow
+
+
+# npm-single and mlm resume through the same code as npm (slow; their steps are checked in the DDP test)
+@pytest.mark.parametrize("objective", ["npm", pytest.param("npm-single", marks=SLOW), pytest.param("mlm", marks=SLOW)])
 def test_interrupted_and_resumed_training_equals_uninterrupted(tmp_path, config, objective):
     config = replace(config, **OBJECTIVES[objective])
     _, straight = train(config, str(tmp_path / "a"))
