@@ -154,10 +154,14 @@ def wait_for(check, timeout_s: float, what: str):
     return found
 
 
-@pytest.fixture(scope="module")
-def prefect_env(tmp_path_factory) -> Iterator[dict]:
-    """`prefect server start` on a free port, with a home of its own; yields the environment of
-    its clients (the CLI, workers), as an operator's shell would hold it."""
+@pytest.fixture(scope="session")
+def prefect_server(tmp_path_factory) -> Iterator[dict]:
+    """One `prefect server start` for the session, on a free port with a home of its own: the flows
+    this process runs report to it, and the deployment tests drive it with the environment it yields
+    (the CLI, workers), as an operator's shell would hold it."""
+    from prefect.logging.handlers import APILogWorker
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     home = tmp_path_factory.mktemp("prefect-home")
     port = free_port()
     env = {
@@ -172,7 +176,11 @@ def prefect_env(tmp_path_factory) -> Iterator[dict]:
         )  # fmt: skip
     try:
         wait_for(lambda: _healthy(env), 120, "the Prefect server answers /api/health")
-        yield env
+        with temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}):
+            try:
+                yield env
+            finally:  # the flows' logs reach the server before it stops
+                APILogWorker.drain_all()
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
@@ -221,16 +229,6 @@ def kill_once(script: str, folder: Path, pattern: str, timeout_s: float = 300) -
         proc.send_signal(signal.SIGKILL)
     finally:
         proc.wait()
-
-
-@pytest.fixture(scope="session")
-def prefect_server():
-    """One temporary Prefect server for every flow and CLI test of the session (a command without
-    one would start its own, ~10 s each)."""
-    from prefect.testing.utilities import prefect_test_harness
-
-    with prefect_test_harness(server_startup_timeout=90):
-        yield
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,11 @@ DEPLOYMENTS = {"index_rebuild/index-rebuild", "train_encoder/train", "backfill_d
 
 
 @pytest.fixture(scope="module")
-def deployed(prefect_env) -> dict:
+def deployed(prefect_server) -> dict:
     """docs/operate.md's commands: a process work pool and `prefect deploy --all`."""
-    prefect(prefect_env, "work-pool", "create", "npm", "--type", "process")
-    prefect(prefect_env, "--no-prompt", "deploy", "--all", "--prefect-file", "infra/prefect.yaml")
-    return prefect_env
+    prefect(prefect_server, "work-pool", "create", "npm", "--type", "process")
+    prefect(prefect_server, "--no-prompt", "deploy", "--all", "--prefect-file", "infra/prefect.yaml")
+    return prefect_server
 
 
 def test_deploy_all_lists_the_deployments_and_the_scheduler_plans_the_weekly_rebuild(deployed):
