@@ -182,8 +182,18 @@ def prefect_server(tmp_path_factory) -> Iterator[dict]:
             finally:  # the flows' logs reach the server before it stops
                 APILogWorker.drain_all()
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
+        stop(server, 30)
+
+
+def stop(process: subprocess.Popen, grace_s: float = 60) -> None:
+    """SIGTERM a process group started with ``start_new_session``; SIGKILL it if it is still there after
+    ``grace_s`` (a Prefect worker hit while its flow run's process exits can hang in its shutdown)."""
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
 
 def _healthy(env: dict) -> bool:

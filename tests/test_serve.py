@@ -2,14 +2,12 @@
 (a server of this module's own), it serves the deployments of infra/prefect.yaml, and a run triggered as from
 the UI runs in it."""
 
-import os
-import signal
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import BIN, ROOT, api, run_training_deployment, wait_for
+from conftest import BIN, ROOT, api, run_training_deployment, stop, wait_for
 
 SERVED = ["index_rebuild/index-rebuild", "train_encoder/train", "backfill_dump/backfill-dump"]
 
@@ -34,8 +32,7 @@ def served(prefect_server, tmp_path_factory, news_path) -> Iterator[tuple[dict, 
         wait_for(lambda: all(served_here(env, name) for name in SERVED), 300, "npmcore serve registers its deployments")
         yield env, folder / "serve.log"
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        process.wait(timeout=60)
+        stop(process)
 
 
 def served_here(env: dict, name: str) -> bool:

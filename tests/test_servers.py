@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from conftest import BIN, ROOT, api, free_port, prefect, run_training_deployment, wait_for
+from conftest import BIN, ROOT, api, free_port, prefect, run_training_deployment, stop, wait_for
 from distributed import Client
 from distributed.comm import connect
 
@@ -70,8 +70,7 @@ def test_a_process_worker_runs_a_triggered_training_run_which_becomes_the_champi
         run_id, state = run_training_deployment(env, "the worker")
         assert state["type"] == "COMPLETED", (tmp_path / "worker.log").read_text()[-5000:]
     finally:
-        os.killpg(worker.pid, signal.SIGTERM)
-        worker.wait(timeout=60)
+        stop(worker)
     client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
     champion = client.get_model_version_by_alias("npm-encoder", "champion")  # index-rebuild can run now
     assert champion.tags["promotion.reason"] == "no champion yet" and "cpu-small" in champion.description
