@@ -338,6 +338,13 @@ def add_codes(index: faiss.Index, codes: np.ndarray, ids: np.ndarray | None = No
     index.ntotal = inner.ntotal  # a pre-transform (OPQ) wrapper keeps its own count
 
 
+def flat_codes(index: faiss.Index) -> np.ndarray:
+    """(ntotal, sa_code_size) uint8: the codes a flat-code index (:func:`takes_codes`) holds, by id."""
+    inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexPreTransform) else index
+    inner = faiss.downcast_index(inner)
+    return faiss.vector_to_array(inner.codes).reshape(inner.ntotal, inner.code_size)
+
+
 def merge_ivf(trained: faiss.Index, shard_files: list[str], ivfdata: str | None = None) -> faiss.Index:
     """One IVF index from shard indexes (copies of ``trained`` holding each shard, ``faiss.write_index``).
 

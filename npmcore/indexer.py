@@ -29,6 +29,7 @@ kept when a build dies, so a rerun resumes after the last finished step):
 """
 
 import functools
+import hashlib
 import json
 import logging
 import shutil
@@ -46,12 +47,14 @@ from distributed import Client
 from npmcore import bm25
 from npmcore.blocks import encoder_input
 from npmcore.cluster import map_bounded
+from npmcore.datastore import reusable_blocks
 from npmcore.faiss_index import (
     IndexChoice,
     add_codes,
     choose_index,
     emptied,
     finalize,
+    flat_codes,
     is_ivf,
     merge_ivf,
     sa_encode,
@@ -65,6 +68,7 @@ from npmcore.snapshots import (
     open_datastore,
     open_index,
     read_blocks,
+    read_shard,
     shard_arrays,
 )
 from npmcore.storage import (
@@ -189,27 +193,84 @@ def training_sample(datastore: str, n: int, seed: int = 0) -> np.ndarray:
 # --- 1. FAISS -----------------------------------------------------------------------------
 
 
-def _encode_shard(trained: bytes, datastore: str, job: tuple[str, int, str]) -> tuple[str, int]:
+def _encode_shard(trained: bytes, datastore: str, reuse: str | None, job: tuple[str, int, str]) -> tuple[str, int, int]:
     """Encode one datastore shard (name, first global id, output URL) with the trained index on a
     worker (:func:`~npmcore.faiss_index.sa_encode`): an IVF index gets a shard index holding the shard's
     codes under their global ids, any other the codes themselves, an (n, code_size) uint8 array.
-    Returns (URL, tokens)."""
+    ``reuse``: an index of the same trained index over the datastore this one copied vectors from:
+    the rows of copied blocks copy its codes instead (:func:`copied_rows`). Returns (URL, tokens, copied)."""
     name, first, out = job
     vectors = shard_arrays(datastore, name, open_datastore(datastore).manifest.files, verify=True)["vectors"]
     fs, _ = fsspec.core.url_to_fs(out)
     if fs.exists(out):  # a previous try wrote it (renamed into place once whole)
-        return out, len(vectors)
+        return out, len(vectors), 0
     index = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
     codes = np.empty((len(vectors), index.sa_code_size()), dtype=np.uint8)
-    for lo in range(0, len(vectors), 65536):
-        codes[lo : lo + 65536] = sa_encode(index, vectors[lo : lo + 65536])
+    rows, ids = copied_rows(reuse, datastore, name) if reuse else (np.empty(0, dtype=np.int64),) * 2
+    if len(rows):
+        codes[rows] = _index_codes(reuse)[ids]
+    fresh = np.ones(len(vectors), dtype=bool)
+    fresh[rows] = False
+    for lo, hi in _runs(fresh):
+        for start in range(lo, hi, 65536):
+            codes[start : min(hi, start + 65536)] = sa_encode(index, vectors[start : min(hi, start + 65536)])
     if is_ivf(index):
         add_codes(index, codes, np.arange(first, first + len(vectors), dtype=np.int64))
         data = faiss.serialize_index(index).tobytes()
     else:
         data = codes.tobytes()
     _write_renamed(out, data)
-    return out, len(vectors)
+    return out, len(vectors), len(rows)
+
+
+def copied_rows(index: str, datastore: str, name: str) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of datastore shard ``name`` whose blocks have a content hash of ``index``'s datastore
+    (so their vectors were copied from it: ``plan_datastore(reuse=…)``), and their ids in ``index``."""
+    snapshot, old_url = open_datastore(datastore), open_index(index).datastore
+    old, where = open_datastore(old_url), reusable_blocks(old_url)
+    firsts = dict(zip(old.manifest.config["shards"], np.cumsum([0, *old.manifest.config["shard_tokens"][:-1]])))
+    ((path, entry),) = [
+        shard
+        for shard, shard_name in zip(open_corpus(snapshot.corpus).shards, snapshot.manifest.config["shards"])
+        if shard_name == name
+    ]
+    hashes = read_shard(snapshot.corpus, path, entry, ["content_hash"]).column("content_hash").to_pylist()
+    offsets = shard_arrays(datastore, name, snapshot.manifest.files)["offsets"]
+    rows, ids = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
+    for i, content_hash in enumerate(hashes):
+        if (found := where.get(content_hash)) is not None:
+            old_name, lo, hi = found
+            rows.append(np.arange(offsets[i], offsets[i + 1]))
+            ids.append(np.arange(firsts[old_name] + lo, firsts[old_name] + hi))
+    return np.concatenate(rows), np.concatenate(ids)
+
+
+@functools.lru_cache(maxsize=1)
+def _index_codes(index: str) -> np.ndarray:
+    """The codes of a flat-code index snapshot, by id (read and checked once per worker)."""
+    url, entry = join(index, "index.faiss"), open_index(index).manifest.files["index.faiss"]
+    with fsspec.open(url, "rb") as f:
+        data = f.read()
+    if hashlib.sha256(data).hexdigest() != entry.sha256:
+        raise SnapshotError(f"index {index}: checksum mismatch in index.faiss")
+    return flat_codes(faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8)))
+
+
+def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
+    """[lo, hi) ranges of the True entries of a bool array."""
+    edges = np.flatnonzero(np.diff(np.r_[0, mask.astype(np.int8), 0]))
+    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
+
+
+def _codes_to_reuse(plan: IndexPlan, trained: faiss.Index) -> str | None:
+    """``plan.trained``, when its codes can be copied: a flat-code index (IVF lists are not kept by id)
+    over the datastore that this plan's datastore copied unchanged blocks' vectors from."""
+    if plan.trained is None or is_ivf(trained) or not takes_codes(trained):
+        return None
+    copied_from = [i["reused"] for i in open_datastore(plan.datastore).manifest.inputs if "reused" in i]
+    if not copied_from or open_datastore(copied_from[0]).manifest.id != open_index(plan.trained).datastore_id:
+        return None
+    return plan.trained
 
 
 def build_faiss_files(
@@ -234,12 +295,17 @@ def build_faiss_files(
         if is_ivf(trained) or takes_codes(trained):  # encoded on the workers, then gathered here
             firsts = np.cumsum([0, *manifest.config["shard_tokens"][:-1]]).tolist()
             jobs = [(name, first, join(parts, name)) for name, first in zip(names, firsts, strict=True)]
-            encode = functools.partial(_encode_shard, faiss.serialize_index(trained).tobytes(), plan.datastore)
-            started = time.perf_counter()
-            for _, added in map_bounded(encode, jobs, client):
+            reuse = _codes_to_reuse(plan, trained)
+            encode = functools.partial(_encode_shard, faiss.serialize_index(trained).tobytes(), plan.datastore, reuse)
+            started, copied = time.perf_counter(), 0
+            for _, added, reused in map_bounded(encode, jobs, client):
+                copied += reused
                 if on_tokens is not None:
                     on_tokens(added)
-            log.info("encoded %d shards (%d tokens) on the workers in %.0f s", len(names), tokens, _since(started))
+            log.info(
+                "encoded %d shards (%d tokens, the codes of %d copied from index %s) on the workers in %.0f s",
+                len(names), tokens, copied, reuse, _since(started),
+            )  # fmt: skip
         started = time.perf_counter()
         ordered = [join(parts, name) for name in names]
         index = trained

@@ -6,6 +6,7 @@ import bz2
 import re
 from datetime import date
 
+import faiss
 import numpy as np
 import pytest
 from conftest import PYWB
@@ -17,6 +18,7 @@ from flows.backfill import BackfillParams, dump_format
 from flows.cli import app
 from npmcore.corpus import CorpusError, iter_wiki_pages
 from npmcore.datastore import build_datastore
+from npmcore.faiss_index import flat_codes, sa_encode
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.ingest import IngestConfig, ingest
 from npmcore.snapshots import iter_shards, open_index, read_blocks
@@ -108,6 +110,16 @@ def test_backfill_embeds_only_new_blocks_and_keeps_both_versions_queryable(dump_
             assert np.array_equal(mine, old_vectors[h])
         np.testing.assert_allclose(mine, reference, atol=0.05)
     assert open_snapshot(old.datastore).id == old_ds.id  # the old snapshots are untouched
+
+    # unchanged blocks copy the old index's codes; the others are the codes of their vectors
+    old_codes, new_codes = (flat_codes(faiss.read_index(f"{url}/index.faiss")) for url in (old_index, new_index))
+    trained = faiss.read_index(f"{new_index}/trained.faiss")
+    old_rows = dict(zip(old_hashes, np.split(old_codes, np.cumsum([len(v) for v in old_vectors.values()])[:-1])))
+    new_rows = np.split(new_codes, np.cumsum([len(v) for v in new_vectors])[:-1])
+    fresh = [(mine, vectors) for h, mine, vectors in zip(new_hashes, new_rows, new_vectors) if h not in old_rows]
+    assert all(np.array_equal(mine, old_rows[h]) for h, mine in zip(new_hashes, new_rows) if h in old_rows)
+    encoded = np.concatenate([mine for mine, _ in fresh]) == sa_encode(trained, np.concatenate([v for _, v in fresh]))
+    assert encoded.all(axis=1).mean() > 0.99  # but for a tie broken by rounding
 
     # the deleted article answers from the old index only; the added one from the new only
     titles = {

@@ -8,12 +8,14 @@ import numpy as np
 import pytest
 from reference import QUERIES
 
+from npmcore.datastore import build_datastore
 from npmcore.faiss_index import (
     BYTES_PER_TOKEN,
     IVF_FROM_TOKENS,
     choose_index,
     default_train_size,
     finalize,
+    flat_codes,
     is_ivf,
     rescore,
     sa_encode,
@@ -184,3 +186,14 @@ def test_codes_found_by_blas_are_faiss_codes_up_to_ties(news_store, factory):
         # BLAS finds |x|^2 - 2 x.c + |c|^2 in float32: rounding of the order of eps (|x|^2 + |c|^2)
         rounding = 1e-5 * ((sub**2).sum(-1) + (centroids[m] ** 2).sum(-1).max())
         assert (picked - distances.min(axis=1) <= rounding).all()
+
+
+def test_an_index_over_copied_vectors_copies_their_codes_instead_of_encoding_them(news_store, tmp_path, monkeypatch):
+    """An incremental build (the previous index's trained index, a datastore that copied its vectors)
+    takes the previous index's codes of copied blocks; here every block is copied: nothing is encoded."""
+    first = build_index(news_store.datastore, IndexConfig(factory="PQ8np", train_size=3_000, bm25=False))
+    copied = build_datastore(news_store.corpus, str(tmp_path), reuse=news_store.datastore)
+    monkeypatch.setattr("npmcore.indexer.sa_encode", lambda *_: pytest.fail("a copied vector was encoded again"))
+    second = build_index(copied, IndexConfig(bm25=False), trained=first)
+    first_codes, second_codes = (flat_codes(faiss.read_index(f"{url}/index.faiss")) for url in (first, second))
+    np.testing.assert_array_equal(first_codes, second_codes)
