@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from conftest import free_port
+from conftest import free_port, wait_for
 from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
@@ -186,6 +186,14 @@ class Marks(HTMLParser):
             self.marks[-1] += data
 
 
+def answers_ready(url: str, service: subprocess.Popen) -> bool:
+    assert service.poll() is None, f"npmcore api exited with status {service.returncode}"
+    try:
+        return httpx.get(f"{url}/readyz").status_code == 200
+    except httpx.TransportError:  # not listening yet
+        return False
+
+
 CHROMIUM = next(filter(None, map(shutil.which, ("chromium", "chromium-browser", "google-chrome"))), None)
 
 
@@ -203,15 +211,7 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 180
-        while True:
-            assert service.poll() is None and time.monotonic() < deadline, "npmcore api never became ready"
-            try:
-                if httpx.get(f"{url}/readyz").status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            time.sleep(0.5)
+        wait_for(lambda: answers_ready(url, service), 180, "npmcore api answers /readyz")
         expected = httpx.post(f"{url}/v1/predict", json={"queries": [QUERY], "answers": 3, "evidence": 1}).json()
         page = f"{url}/?q={urllib.parse.quote(QUERY)}"  # the page answers the query of its address
         browser = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1000,900"]
