@@ -200,13 +200,14 @@ def _encode_shard(trained: bytes, datastore: str, reuse: str | None, job: tuple[
     ``reuse``: an index of the same trained index over the datastore this one copied vectors from:
     the rows of copied blocks copy its codes instead (:func:`copied_rows`). Returns (URL, tokens, copied)."""
     name, first, out = job
-    vectors = shard_arrays(datastore, name, open_datastore(datastore).manifest.files, verify=True)["vectors"]
+    arrays = shard_arrays(datastore, name, open_datastore(datastore).manifest.files, verify=True)
+    vectors = arrays["vectors"]
     fs, _ = fsspec.core.url_to_fs(out)
     if fs.exists(out):  # a previous try wrote it (renamed into place once whole)
         return out, len(vectors), 0
     index = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
     codes = np.empty((len(vectors), index.sa_code_size()), dtype=np.uint8)
-    rows, ids = copied_rows(reuse, datastore, name) if reuse else (np.empty(0, dtype=np.int64),) * 2
+    rows, ids = copied_rows(reuse, datastore, name, arrays["offsets"]) if reuse else (np.empty(0, dtype=np.int64),) * 2
     if len(rows):
         codes[rows] = _index_codes(reuse)[ids]
     fresh = np.ones(len(vectors), dtype=bool)
@@ -223,9 +224,10 @@ def _encode_shard(trained: bytes, datastore: str, reuse: str | None, job: tuple[
     return out, len(vectors), len(rows)
 
 
-def copied_rows(index: str, datastore: str, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of datastore shard ``name`` whose blocks have a content hash of ``index``'s datastore
-    (so their vectors were copied from it: ``plan_datastore(reuse=…)``), and their ids in ``index``."""
+def copied_rows(index: str, datastore: str, name: str, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows of datastore shard ``name`` (its block ``offsets``) whose blocks have a content hash of
+    ``index``'s datastore (so their vectors were copied from it: ``plan_datastore(reuse=…)``), and
+    their ids in ``index``."""
     snapshot, old_url = open_datastore(datastore), open_index(index).datastore
     old, where = open_datastore(old_url), reusable_blocks(old_url)
     firsts = dict(zip(old.manifest.config["shards"], np.cumsum([0, *old.manifest.config["shard_tokens"][:-1]])))
@@ -235,7 +237,6 @@ def copied_rows(index: str, datastore: str, name: str) -> tuple[np.ndarray, np.n
         if shard_name == name
     ]
     hashes = read_shard(snapshot.corpus, path, entry, ["content_hash"]).column("content_hash").to_pylist()
-    offsets = shard_arrays(datastore, name, snapshot.manifest.files)["offsets"]
     rows, ids = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
     for i, content_hash in enumerate(hashes):
         if (found := where.get(content_hash)) is not None:
