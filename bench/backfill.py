@@ -38,7 +38,7 @@ from npmcore.corpus import default_corpus  # noqa: E402
 from npmcore.storage import read_manifest  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "enwiki_sample"
-SAMPLE_PAGES_PER_PARTITION = 25  # the sample's 106 articles in 5 partitions: both workers parse and embed
+SAMPLE_PAGES_PER_PARTITION = 10  # the sample's 106 pages in 11 partitions: both workers stay busy
 EXTRACT_DOC = re.compile(r'<doc id="(\d+)" url="[^"]*" title="([^"]*)">\n(.*?)</doc>', re.S)
 
 

@@ -44,7 +44,7 @@ from npmcore.storage import (
     SnapshotWriter,
     existing_snapshot,
     join,
-    sha256_file,
+    save_array,
     snapshot_id,
     snapshot_url,
 )
@@ -168,9 +168,7 @@ def embed_shard(plan: DatastorePlan, index: int) -> EmbeddedShard:
     files = {}
     for key, array in arrays.items():
         relpath = f"shards/{name}/{key}.npy"
-        with fsspec.open(join(plan.staging, relpath), "wb") as f:
-            np.save(f, array)
-        files[relpath] = sha256_file(join(plan.staging, relpath))
+        files[relpath] = save_array(join(plan.staging, relpath), array)
     result = EmbeddedShard(name, files, len(sequences), int(lengths.sum()), len(sequences) - len(fresh))
     with fsspec.open(f"{marker}.tmp", "w") as f:  # last, and renamed: the shard counts as done only now
         json.dump(

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import fsspec
+import numpy as np
 from fsspec.implementations.local import LocalFileSystem
 
 from npmcore import __version__
@@ -84,6 +85,26 @@ def sha256_file(url: str) -> FileEntry:
             digest.update(chunk)
             size += len(chunk)
     return FileEntry(digest.hexdigest(), size)
+
+
+class _Hashing:
+    """A file being written that hashes what passes through it."""
+
+    def __init__(self, file):
+        self.file, self.digest, self.bytes = file, hashlib.sha256(), 0
+
+    def write(self, data: bytes) -> int:
+        self.digest.update(data)
+        self.bytes += len(data)
+        return self.file.write(data)
+
+
+def save_array(url: str, array: np.ndarray) -> FileEntry:
+    """``np.save`` an array to any fsspec URL, hashed as it is written (nothing is read back)."""
+    with fsspec.open(url, "wb") as f:
+        hashing = _Hashing(f)
+        np.save(hashing, array)
+    return FileEntry(hashing.digest.hexdigest(), hashing.bytes)
 
 
 def snapshot_id(kind: str, inputs: Iterable[dict[str, Any]], config: dict[str, Any]) -> str:

@@ -1,5 +1,6 @@
 """Snapshots: atomic commit, checksums, refusal of incomplete or corrupted ones."""
 
+import numpy as np
 import pytest
 
 from npmcore.storage import (
@@ -9,6 +10,8 @@ from npmcore.storage import (
     SnapshotWriter,
     list_snapshots,
     open_snapshot,
+    save_array,
+    sha256_file,
     snapshot_id,
 )
 
@@ -63,3 +66,12 @@ def test_manifest_must_list_exactly_the_written_files(tmp_path):
         writer.write_bytes("part.bin", b"123")
         with pytest.raises(SnapshotError, match="disagree"):
             writer.commit(Manifest("test", "abc", [], {}, {}, {"other.bin": FileEntry("0", 0)}))
+
+
+def test_save_array_hashes_what_it_writes(tmp_path):
+    """The checksum taken while writing is the file's own, and the file loads as np.save wrote it."""
+    array = np.random.default_rng(0).standard_normal((1_250_000, 4), dtype=np.float32)  # 20 MB: numpy writes 2 chunks
+    entry = save_array(str(tmp_path / "a.npy"), array)
+    assert entry == sha256_file(str(tmp_path / "a.npy"))
+    np.save(tmp_path / "b.npy", array)
+    assert (tmp_path / "a.npy").read_bytes() == (tmp_path / "b.npy").read_bytes()
