@@ -1,10 +1,14 @@
-"""The paraphrased cloze dev set (bench/data/paraphrase-dev.jsonl)."""
+"""The paraphrased cloze dev set (bench/data/paraphrase-dev.jsonl) and the diagnostics that read it:
+answer kinds, gold ranks among NPM's candidates, their summary."""
 
 import json
 import re
 from collections import Counter
 from pathlib import Path
 
+import pytest
+
+from npmcore.evaluation.diagnostics import KINDS, Diagnosis, answer_key, answer_kind, gold_rank, summarize
 from npmcore.evaluation.metrics import normalize_answer
 from npmcore.evaluation.templates import MASK
 from npmcore.vocab import FUNCTION_WORDS, content_words_of
@@ -25,7 +29,7 @@ def test_paraphrase_facts_are_well_formed():
     for f in FACTS:
         assert set(f) == {"id", "query", "answers", "title", "evidence", "kind"}, f["id"]
         assert f["query"].count(MASK) == 1, f["id"]
-        assert f["kind"] in ("name", "number", "date", "other"), f["id"]
+        assert f["kind"] in KINDS, f["id"]
         assert f["answers"] and all(a in f["evidence"] for a in f["answers"]), f["id"]
         assert 1 <= len(f["answers"][0].split()) <= 4, f["id"]
     kinds = Counter(f["kind"] for f in FACTS)
@@ -65,3 +69,78 @@ def test_paraphrase_facts_use_no_evidence_of_the_cloze_splits():
     }
     assert len(others) == 140
     assert [f["id"] for f in FACTS if f["evidence"] in others] == []
+
+
+@pytest.mark.parametrize(
+    "text, kind",
+    [
+        ("Hugh Blair of Borgue", "name"),
+        ("The Congregationalist", "name"),
+        ("Athabasca oil sands", "name"),
+        ("Calgary–Edmonton Corridor", "name"),
+        ("Lyndon B. Johnson", "name"),
+        ("1642", "date"),
+        ("333 BC", "date"),
+        ("28 May 1871", "date"),
+        ("April 13, 1813", "date"),
+        ("1920s", "date"),
+        ("6th century BC", "date"),
+        ("31.1 million", "number"),
+        ("24th", "number"),
+        ("468 km2", "number"),
+        ("seven", "number"),
+        ("fourth", "number"),
+        ("painted plaster", "other"),
+        ("peine forte et dure", "other"),
+        ("known", "other"),
+        ("called", "other"),
+        ("BC", "other"),
+        ("", "other"),
+    ],
+)
+def test_answer_kind(text, kind):
+    assert answer_kind(text) == kind
+
+
+def test_answer_kind_agrees_with_the_paraphrase_gold_kinds():
+    wrong = [(f["answers"][0], f["kind"]) for f in FACTS if answer_kind(f["answers"][0]) != f["kind"]]
+    assert len(wrong) <= 0.02 * len(FACTS), wrong  # "523" (a year) reads as a number
+
+
+def test_gold_rank_matches_decoded_candidates_to_the_gold():
+    assert answer_key("Émile Cohl") == answer_key("emile cohl") == "emile cohl"
+    assert answer_key("Calgary–Edmonton Corridor") == answer_key("calgary - edmonton corridor")
+    assert answer_key("The Gift") == answer_key("gift")
+    candidates = ["known", "bc", "emile cohl", "cohl"]
+    assert gold_rank(candidates, ["Émile Cohl"]) == 3
+    assert gold_rank(candidates, ["Cohl", "Émile Cohl"]) == 3  # the first matching candidate counts
+    assert gold_rank(candidates, ["Fantasmagorie"]) is None
+    read = []
+    assert gold_rank((read.append(c) or c for c in candidates), ["known"]) == 1 and read == ["known"]
+
+
+def test_summarize():
+    diagnoses = [
+        Diagnosis("a", "name", 1, 40, "Max Stirner", True),
+        Diagnosis("b", "name", 3, 50, "known", False),
+        Diagnosis("c", "date", 12, 60, "BC", False),
+        Diagnosis("d", "number", None, 30, "1844", False),
+    ]
+    summary = summarize(diagnoses)
+    assert {k: v for k, v in summary.items() if k != "top1_kind_vs_gold"} == {
+        "n": 4,
+        "exact_match": 0.25,
+        "answer_in_candidates": 0.75,
+        "rank_median": 3,
+        "rank_at_1": 0.25,
+        "rank_le_3": 0.5,
+        "rank_le_10": 0.5,
+    }
+    confusion = summary["top1_kind_vs_gold"]
+    assert list(confusion) == list(KINDS) and all(list(row) == list(KINDS) for row in confusion.values())
+    assert confusion["name"] == {"name": 1, "number": 0, "date": 0, "other": 1}
+    assert confusion["date"]["other"] == 1 and confusion["number"]["date"] == 1
+    assert sum(sum(row.values()) for row in confusion.values()) == 4
+    assert summarize([Diagnosis("e", "other", None, 0, "", False)])["rank_median"] is None
+    with pytest.raises(ValueError, match="no diagnoses"):
+        summarize([])
