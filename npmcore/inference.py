@@ -9,7 +9,8 @@ product ``q·E(c) / sqrt(d)``.
   FAISS index (its shortlist of k x rerank re-scored with the datastore's exact vectors),
   candidate spans around them (:mod:`npmcore.phrases`), each candidate's first and last
   token scored with the datastore's vectors (decoded from the index's codes when the
-  datastore is gone), phrases ranked by summed exp scores.
+  datastore is gone), phrases ranked by summed exp scores (all of them, ranked:
+  :meth:`NPM.phrases`).
   With ``restrict`` the search space is instead every token of the top BM25 passages,
   scored exactly (the paper's open-set setting) with their vectors read from the index's
   datastore (encoded again only for another encoder or when the datastore is gone).
@@ -26,6 +27,7 @@ Answers carry :class:`~npmcore.evidence.Evidence` (global token ids); ``NPM.evid
 import functools
 import logging
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -46,6 +48,7 @@ from npmcore.evidence import Evidence, EvidenceReader
 from npmcore.faiss_index import read_index, reconstruct, rescore, search, set_search_params, to_gpu
 from npmcore.phrases import (
     Corpus,
+    Phrases,
     candidate_spans,
     content_spans,
     label_scores,
@@ -162,15 +165,20 @@ class NPM:
 
     def predict(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> list[list[Answer]]:
         """NPM phrase prediction: the top ``config.answers`` answers of each query."""
+        return [self.top_answers(phrases, config) for phrases in self.phrases(queries, config)]
+
+    def phrases(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> Iterator[Phrases]:
+        """Every candidate phrase of each query, scored and ranked best first, yielded query by query
+        (one query's candidates in memory at a time): what :meth:`predict` answers from (its top
+        ``config.answers`` are :meth:`top_answers`)."""
         q = self.encode_queries(queries, 2) * self.scale  # (B, 2, d): sims are q·E(c)
-        results = []
         if config.restrict:
             restricted = self.restricted(queries, config.passages)
             for query, (q_start, q_end), (ids, vectors) in zip(queries, q, restricted, strict=True):
                 # ids are whole passages: the spans starting at one of them are all those ending at one
                 spans = self._candidates(query, ids, ids[:0], config)
                 row = np.searchsorted(ids, spans)  # (n, 2) rows of each span's first and last token; ids are sorted
-                phrases = score_phrases(
+                yield score_phrases(
                     self.corpus,
                     spans,
                     vectors[row[:, 0]] @ q_start,
@@ -178,17 +186,13 @@ class NPM:
                     config.tau,
                     config.l_max,
                 )
-                results.append(self._answers(phrases, config))
-            return results
+            return
         _, found = self.search(q.reshape(-1, q.shape[-1]), config)  # (2B, k)
         for query, (q_start, q_end), (starts, ends) in zip(queries, q, found.reshape(len(queries), 2, -1), strict=True):
             spans = self._candidates(query, starts, ends, config)
             first = self.token_vectors(spans[:, 0]) @ q_start if len(spans) else np.empty(0)
             last = self.token_vectors(spans[:, 1]) @ q_end if len(spans) else np.empty(0)
-            results.append(
-                self._answers(score_phrases(self.corpus, spans, first, last, config.tau, config.l_max), config)
-            )
-        return results
+            yield score_phrases(self.corpus, spans, first, last, config.tau, config.l_max)
 
     def predict_tokens(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> list[list[Answer]]:
         """NPM single: the top single-token answers of each query."""
@@ -325,7 +329,9 @@ class NPM:
         ]
         return [h[before : len(h) - after] for h in encode(self.model, self.tokenizer, sequences)]
 
-    def _answers(self, phrases, config: InferenceConfig) -> list[Answer]:
+    def top_answers(self, phrases: Phrases, config: InferenceConfig = InferenceConfig()) -> list[Answer]:
+        """The best ``config.answers`` phrases of a query (:meth:`phrases`) as answers, each with its
+        best ``config.evidence`` positions as evidence and its text as the best passage writes it."""
         answers = []
         for rank in range(min(config.answers, len(phrases.scores))):
             ids = phrases.token_ids[rank]

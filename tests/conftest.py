@@ -56,6 +56,17 @@ def dump_path(default_inputs) -> str:
 
 
 @pytest.fixture(scope="session")
+def dump_documents(dump_path) -> dict[str, str]:
+    """Title -> plain text of every article of the embedded dump, as the ingest writes it (parsed once, ~5 s)."""
+    from npmcore.corpus import iter_wiki_pages, wiki_documents
+
+    pages, prefixes = [], frozenset()
+    for page, prefixes in iter_wiki_pages(dump_path):
+        pages.append(page)
+    return {doc.title: doc.text for doc in wiki_documents(pages, prefixes, "dump")}
+
+
+@pytest.fixture(scope="session")
 def news_path(default_inputs) -> str:
     return default_inputs[1]
 

@@ -76,6 +76,18 @@ def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat
         assert {e.block for a in answers for e in a.evidence} <= set(top)
 
 
+def test_phrases_rank_every_candidate_and_predict_answers_with_their_top(flat):
+    for config in (InferenceConfig(restrict=True, answers=5), InferenceConfig(k=200, restrict=False, answers=5)):
+        ranked = flat.phrases(QUERIES, config)
+        for phrases, answers in zip(ranked, flat.predict(QUERIES, config), strict=True):
+            assert len(phrases.scores) > len(answers) == 5
+            assert np.all(np.diff(phrases.scores) <= 0) and math.isclose(phrases.scores.sum(), 1.0)
+            top = [tuple(int(t) for t in ids[ids >= 0]) for ids in phrases.token_ids[:5]]
+            assert [a.token_ids for a in answers] == top
+            assert [a.score for a in answers] == phrases.scores[:5].tolist()
+            assert flat.top_answers(phrases, config) == answers
+
+
 def words(query: str) -> frozenset[str]:
     return content_words_of(query.replace("[MASK]", " "))
 

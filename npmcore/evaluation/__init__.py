@@ -8,6 +8,7 @@ their metrics, and the reference corpora they are evaluated against.
 | `tasks.py` | `Example`, `Task`, `load_task`: templates, label words, skipping, seeded subsampling |
 | `metrics.py` | SQuAD normalisation, exact match, accuracy, LAMA macro average by answer length |
 | `references.py` | each task's reference corpus as ingestible documents, and the leakage guard |
+| `diagnostics.py` | open-set errors: the gold's rank among NPM's candidates, the top-1's kind (name, date, …) |
 
-Tests: `tests/test_evaluation_data.py`.
+Tests: `tests/test_evaluation_data.py`, `tests/test_paraphrase.py`.
 """
