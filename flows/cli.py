@@ -321,6 +321,16 @@ def train_command(
             help="NPM objectives: weight of an auxiliary MLM loss (default: the preset's; cpu-quality 0.5, else 0)."
         ),
     ] = None,
+    rare_boost: Annotated[
+        float | None,
+        typer.Option(
+            help="NPM: a span holding a date, a number or a rare token is this many times as likely to be masked "
+            "(default: the preset's)."
+        ),
+    ] = None,
+    prebatch: Annotated[
+        int | None, typer.Option(help="NPM: the keys of this many earlier batches are extra negatives.")
+    ] = None,
     encoder: Annotated[
         str | None,
         typer.Option(help="Initial encoder: path, cached name or models:/npm-encoder/N (e.g. the MLM stage's)."),
@@ -344,6 +354,8 @@ def train_command(
         lr=lr,
         warmup_steps=warmup_steps,
         mlm_weight=mlm_weight,
+        rare_boost=rare_boost,
+        prebatch=prebatch,
         encoder=encoder,
         alias=alias,
         promote=promote,

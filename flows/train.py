@@ -45,6 +45,17 @@ class TrainParams(BaseModel):
     lr: float | None = Field(None, gt=0)
     warmup_steps: int | None = Field(None, ge=0)
     mask_ratio: float | None = Field(None, gt=0, lt=1, description="Masking budget (default: the preset's, 0.15).")
+    rare_boost: float | None = Field(
+        None,
+        gt=0,
+        description="NPM span masking: how many times as likely a span holding a date, a number or a rare token is "
+        "to be masked as another (default: the preset's).",
+    )
+    prebatch: int | None = Field(
+        None,
+        ge=0,
+        description="NPM: the keys of this many earlier batches are extra negatives (default: the preset's).",
+    )
     seed: int = 0
     checkpoint_every: int | None = Field(None, ge=1)
     experiment: str = Field("npm-train", description="MLflow experiment.")
@@ -64,7 +75,9 @@ class TrainParams(BaseModel):
     def config(self, corpus: str, encoder: str | None) -> TrainConfig:
         """The preset with the fields given here on top (:func:`npmcore.train.configure`)."""
         given = self.model_dump(include={f for f in TrainConfig.__dataclass_fields__ if f not in ("corpus", "encoder")})
-        return configure(corpus, self.preset, mask_ratio=self.mask_ratio, encoder=encoder, **given)
+        return configure(
+            corpus, self.preset, mask_ratio=self.mask_ratio, rare_boost=self.rare_boost, encoder=encoder, **given
+        )
 
 
 @flow(name="train_encoder")

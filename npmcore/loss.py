@@ -20,15 +20,49 @@ more than one chunk, each chunk's similarities are recomputed in the backward pa
 instead of kept (activation checkpointing): at the paper's 512 x 256-token batches, ~10k
 spans against 131k keys would otherwise hold tens of GB of logits. Logits are computed
 in at least float32, so bf16/fp16 encoder outputs do not lose precision in the softmax.
+
+Pre-batch negatives (Lee et al. 2021, DensePhrases): the keys of a few earlier batches,
+detached, join every span query's candidates, never as positives. A key of the token that
+starts (for the start query) or ends (for the end query) the span is left out, since it may
+be another occurrence of the span. They multiply a small batch's negatives at the cost of a
+similarity matrix, not of encoding.
 """
 
 import math
+from collections import deque
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
 QUERY_CHUNK = 2048  # queries scored at once: a (2048, B*T) float32 block is 1 GB at B*T = 131k
+
+
+@dataclass(frozen=True)
+class Negatives:
+    """Extra candidates of every query (pre-batch negatives): never positives."""
+
+    keys: Tensor  # (M, d), detached
+    tokens: Tensor  # (M,) token id of each key
+
+
+class PreBatch:
+    """The keys of the last ``batches`` batches (detached): the next batches' :class:`Negatives`."""
+
+    def __init__(self, batches: int):
+        self.queue: deque[tuple[Tensor, Tensor]] = deque(maxlen=batches)
+
+    def negatives(self) -> Negatives | None:
+        if not self.queue:
+            return None
+        keys, tokens = zip(*self.queue, strict=True)
+        return Negatives(torch.cat(keys), torch.cat(tokens))
+
+    def push(self, keys: Tensor, tokens: Tensor) -> None:
+        """Keep a batch's real keys (M, d) and their token ids (M,)."""
+        if self.queue.maxlen:
+            self.queue.append((keys.detach(), tokens))
 
 
 def span_loss(
@@ -42,6 +76,8 @@ def span_loss(
     pos_start: Tensor,
     pos_end: Tensor,
     chunk: int = QUERY_CHUNK,
+    negatives: Negatives | None = None,
+    span_tokens: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
     """NPM span loss: mean over spans of L_start + L_end.
 
@@ -56,6 +92,9 @@ def span_loss(
         pos_start: (P,) integer, position of the occurrence's first token in ``pos_seq``.
         pos_end: (P,) integer, position of the occurrence's last token in ``pos_seq``.
         chunk: queries scored at once (memory, not results, depends on it).
+        negatives: keys of earlier batches, extra candidates of every query (pre-batch negatives).
+        span_tokens: with ``negatives``, the (S,) first and (S,) last token id of each span:
+            negatives of the span's first (last) token are left out of its start (end) query's.
 
     Returns:
         loss: scalar tensor (differentiable w.r.t. queries and keys).
@@ -75,8 +114,16 @@ def span_loss(
     flat_s = _positives(key_valid, key_seq, keys.shape[1], span_seq, pos_span, pos_seq, pos_start, "pos_start")
     flat_e = _positives(key_valid, key_seq, keys.shape[1], span_seq, pos_span, pos_seq, pos_end, "pos_end")
     flat_keys = keys.reshape(-1, keys.shape[-1])  # (B*T, d)
-    loss_s, hit_s = _multi_positive(q_start, flat_keys, key_valid, key_seq, span_seq, pos_span, flat_s, chunk)
-    loss_e, hit_e = _multi_positive(q_end, flat_keys, key_valid, key_seq, span_seq, pos_span, flat_e, chunk)
+    extra_s = extra_e = None
+    if negatives is not None:
+        if span_tokens is None or any(t.shape != span_seq.shape for t in span_tokens):
+            raise ValueError("negatives need span_tokens: the (S,) first and last token id of each span")
+        if negatives.keys.dtype != keys.dtype or negatives.keys.shape[1:] != keys.shape[2:]:
+            raise ValueError(f"negatives {tuple(negatives.keys.shape)} {negatives.keys.dtype} do not match the keys")
+        extra_s = (negatives.keys, negatives.tokens, span_tokens[0])
+        extra_e = (negatives.keys, negatives.tokens, span_tokens[1])
+    loss_s, hit_s = _multi_positive(q_start, flat_keys, key_valid, key_seq, span_seq, pos_span, flat_s, chunk, extra_s)
+    loss_e, hit_e = _multi_positive(q_end, flat_keys, key_valid, key_seq, span_seq, pos_span, flat_e, chunk, extra_e)
     stats = {
         "start_acc": hit_s.float().mean(),
         "end_acc": hit_e.float().mean(),
@@ -131,8 +178,10 @@ def _multi_positive(
     pos_span: Tensor,
     pos_flat: Tensor,
     chunk: int,
+    extra: tuple[Tensor, Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """Per-query loss -log(Σ_pos exp(sim) / Σ_cand exp(sim)) (S,) and top-1 hit (S,) bool, chunk by chunk."""
+    """Per-query loss -log(Σ_pos exp(sim) / Σ_cand exp(sim)) (S,) and top-1 hit (S,) bool, chunk by chunk.
+    ``extra``: negative keys (M, d), their token ids (M,) and each query's excluded token id (S,)."""
     if chunk < 1:
         raise ValueError(f"chunk must be >= 1, got {chunk}")
     S = q.shape[0]
@@ -141,7 +190,8 @@ def _multi_positive(
     for lo in range(0, S, chunk):
         hi = min(S, lo + chunk)
         mine = (pos_span >= lo) & (pos_span < hi)
-        args = (q[lo:hi], flat_keys, key_valid, key_seq, span_seq[lo:hi], pos_span[mine] - lo, pos_flat[mine])
+        more = (extra[0], extra[1], extra[2][lo:hi]) if extra is not None else (None, None, None)
+        args = (q[lo:hi], flat_keys, key_valid, key_seq, span_seq[lo:hi], pos_span[mine] - lo, pos_flat[mine], *more)
         loss, hit = checkpoint(_chunk_loss, *args, use_reentrant=False) if recompute else _chunk_loss(*args)
         losses.append(loss)
         hits.append(hit)
@@ -156,15 +206,22 @@ def _chunk_loss(
     span_seq: Tensor,
     pos_span: Tensor,
     pos_flat: Tensor,
+    extra_keys: Tensor | None = None,
+    extra_tokens: Tensor | None = None,
+    excluded: Tensor | None = None,
 ) -> tuple[Tensor, Tensor]:
-    """The loss and top-1 hit of a chunk of s queries against every key."""
+    """The loss and top-1 hit (in the batch) of a chunk of s queries against every key and the extra ones."""
     logits = q @ flat_keys.T  # (s, B*T)
     logits = logits.to(torch.promote_types(logits.dtype, torch.float32)) / math.sqrt(q.shape[-1])
     cand = key_valid[None, :] & (key_seq[None, :] != span_seq[:, None])  # (s, B*T): own sequence and padding out
     masked = logits.masked_fill(~cand, -math.inf)
     pos = torch.zeros_like(cand)
     pos[pos_span, pos_flat] = True  # a positive listed twice counts once
-    loss = torch.logsumexp(masked, dim=1) - torch.logsumexp(masked.masked_fill(~pos, -math.inf), dim=1)  # (s,)
+    every = masked
+    if extra_keys is not None:
+        extra = (q @ extra_keys.T).to(logits.dtype) / math.sqrt(q.shape[-1])  # (s, M)
+        every = torch.cat([masked, extra.masked_fill(extra_tokens[None, :] == excluded[:, None], -math.inf)], dim=1)
+    loss = torch.logsumexp(every, dim=1) - torch.logsumexp(masked.masked_fill(~pos, -math.inf), dim=1)  # (s,)
     hit = pos.gather(1, masked.detach().argmax(dim=1, keepdim=True)).squeeze(1)  # (s,)
     return loss, hit
 

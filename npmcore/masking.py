@@ -31,8 +31,11 @@ first and last key vectors are the targets of the [MASKs] and [MASKe] queries.
    was already masked more than ``max_ngram_masks`` times, or (``title_ngrams=False``)
    that are an n-gram of the sequence's title. Availability only shrinks, so
    the first usable candidate of a shuffled queue is a uniform draw among the usable
-   ones. A sequence stops when ``ratio`` of its real tokens are masked (the last span may
-   overshoot), after ``max_spans_per_seq`` spans, or when no candidate is left.
+   ones; with ``rare_boost`` the queues are ordered by exponential clocks instead, so an
+   n-gram holding a date, a number or a rare token (:mod:`npmcore.rarity`) is drawn
+   ``rare_boost`` times as often as another usable one. A sequence stops when ``ratio``
+   of its real tokens are masked (the last span may overshoot), after
+   ``max_spans_per_seq`` spans, or when no candidate is left.
    Spans never touch: at least one unmasked token separates two spans, so two
    [MASKs][MASKe] pairs are never adjacent and each pair stands for exactly one span.
 4. Each span becomes the two mask tokens [MASKs][MASKe] (one mask token for NPM single);
@@ -50,6 +53,7 @@ import torch
 from torch import Tensor
 from transformers import PreTrainedTokenizerFast
 
+from npmcore.rarity import OTHER, TokenRarity, piece_kinds, span_kinds, token_kinds
 from npmcore.vocab import vocab_tables
 
 
@@ -65,6 +69,9 @@ class MaskingConfig:
     content_words: bool = False
     # mask n-grams of a block's own title where its body repeats them; False: never (its title prefix never is)
     title_ngrams: bool = True
+    # a candidate n-gram holding a date, a number or a rare token (npmcore.rarity) is this many times as likely
+    # to be drawn as another of its length; 1: all alike
+    rare_boost: float = 1.0
 
     def __post_init__(self):
         if not 0 < self.ratio <= 1:
@@ -76,6 +83,8 @@ class MaskingConfig:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
         if self.max_ngram_masks < 0:
             raise ValueError(f"max_ngram_masks must be >= 0, got {self.max_ngram_masks}")
+        if not self.rare_boost > 0:
+            raise ValueError(f"rare_boost must be > 0, got {self.rare_boost}")
 
 
 @dataclass(frozen=True)
@@ -93,6 +102,7 @@ class MaskedBatch:
     pos_start: Tensor  # (P,) long: where that occurrence starts in input_ids[j] (start positive)
     pos_end: Tensor  # (P,) long: where it ends, inclusive (end positive)
     span_title: Tensor  # (S,) bool: the span is an n-gram of its sequence's title (for statistics)
+    span_kind: Tensor  # (S,) int8: date, number, rare or other (npmcore.rarity.KINDS; for statistics)
 
 
 def mask_spans(
@@ -101,6 +111,7 @@ def mask_spans(
     config: MaskingConfig,
     generator: torch.Generator,
     title_tokens: list[int] | None = None,
+    rarity: TokenRarity | None = None,
 ) -> MaskedBatch:
     """NPM span masking of one batch: whole-word n-grams that also occur in another sequence.
 
@@ -112,13 +123,18 @@ def mask_spans(
         generator: the only source of randomness: same seed, same batch.
         title_tokens: per sequence, how many of its first non-special tokens are the
             block's "{title}. " prefix (never masked, never positives); None: no prefix.
+        rarity: the corpus's token frequencies, which tell rare tokens (needed by
+            ``config.rare_boost``); None: no token counts as rare.
 
     Returns:
         A MaskedBatch; every span has at least one positive and its positives are all
         occurrences of the span's n-gram in the other sequences, outside their prefixes.
     """
+    if config.rare_boost != 1 and rarity is None:
+        raise ValueError("rare_boost needs the corpus's token rarity (npmcore.rarity.corpus_rarity)")
     ids, lengths, content, limit = _prepare(sequences, tokenizer, title_tokens)
     tables = vocab_tables(tokenizer)
+    kind = _token_kind(ids, tokenizer, rarity)
     titles = _title_ngrams(ids, lengths, content, tables.special, config.max_span)
     start = tables.word_start[ids]  # (B, T)
     start[:, 0] = True
@@ -131,6 +147,9 @@ def mask_spans(
     occ_at, occ_len, occ_group, occ_whole, group_lo = _shared_ngrams(ids, content, start, end, config.max_span)
     occ_seq, occ_start = np.divmod(occ_at, ids.shape[1])
     w = occ_whole
+    weights = None
+    if config.rare_boost != 1:
+        weights = np.where(span_kinds(kind, occ_seq[w], occ_start[w], occ_len[w]) != OTHER, config.rare_boost, 1.0)
     chosen, span_title = _sample_spans(
         occ_seq[w],
         occ_start[w],
@@ -142,8 +161,10 @@ def mask_spans(
         config,
         generator,
         lambda b, s, n: tuple(ids[b, s : s + n].tolist()) in titles[b],
+        weights,
     )
-    return _assemble(ids, lengths, chosen, span_title, occ_seq, occ_start, group_lo, 2, tokenizer)
+    span_kind = span_kinds(kind, *chosen[:3])
+    return _assemble(ids, lengths, chosen, span_title, span_kind, occ_seq, occ_start, group_lo, 2, tokenizer)
 
 
 def mask_tokens(
@@ -176,7 +197,8 @@ def mask_tokens(
     take = take[np.argsort(occ_at[take])]  # by (seq, start)
     chosen = (occ_seq[take], occ_start[take], np.ones(len(take), dtype=np.int64), occ_group[take])
     span_title = np.array([(int(ids[b, s]),) in titles[b] for b, s in zip(*chosen[:2])], dtype=bool)
-    return _assemble(ids, lengths, chosen, span_title, occ_seq, occ_start, group_lo, 1, tokenizer)
+    span_kind = _token_kind(ids, tokenizer, None)[chosen[0], chosen[1]]
+    return _assemble(ids, lengths, chosen, span_title, span_kind, occ_seq, occ_start, group_lo, 1, tokenizer)
 
 
 def _prepare(
@@ -216,6 +238,15 @@ def _prepare(
             raise ValueError(f"title_tokens must hold one count >= 0 per sequence ({B}), got {list(title_tokens)[:8]}")
         content &= np.cumsum(content, axis=1) > prefix[:, None]  # the first prefix[b] content tokens are the title
     return ids, lengths, content, limit
+
+
+def _token_kind(ids: np.ndarray, tokenizer: PreTrainedTokenizerFast, rarity: TokenRarity | None) -> np.ndarray:
+    """(B, T) kind of every token (npmcore.rarity): date, number, rare (with ``rarity``) or other."""
+    kinds = token_kinds(tokenizer)
+    rare = rarity.rare if rarity is not None else np.zeros(len(kinds), dtype=bool)
+    if len(rare) != len(kinds):
+        raise ValueError(f"token rarity covers {len(rare)} token ids, the tokenizer has {len(kinds)}")
+    return piece_kinds(ids, kinds, rare)
 
 
 def _budget(ratio: float, content: np.ndarray) -> np.ndarray:
@@ -311,11 +342,16 @@ def _sample_spans(
     config: MaskingConfig,
     generator: torch.Generator,
     is_title: Callable[[int, int, int], bool],
+    weights: np.ndarray | None = None,
 ) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     """Spans (seq, start, len, group) sorted by (seq, start), drawn as in step 3 of the module
-    docstring, and whether each is a title n-gram (``is_title(seq, start, len)``)."""
+    docstring, and whether each is a title n-gram (``is_title(seq, start, len)``). ``weights``
+    (one per occurrence): a queue is ordered by exponential clocks of these rates instead of
+    uniform keys, so its first usable candidate is drawn with probability proportional to its weight."""
     B, M = len(need), config.max_span
     keys = torch.rand(len(occ_seq), generator=generator, dtype=torch.float64).numpy()
+    if weights is not None:
+        keys = -np.log1p(-keys) / weights  # Exp(weight): the smallest comes first with P ∝ weight
     order = np.lexsort((keys, occ_len, occ_seq))  # one shuffled queue per (sequence, length)
     queue_lo = np.r_[0, np.cumsum(np.bincount(occ_seq[order] * M + occ_len[order] - 1, minlength=B * M))]
     head, tail = queue_lo[:-1].tolist(), queue_lo[1:].tolist()  # queue q = b * M + n - 1 is [head[q], tail[q])
@@ -375,6 +411,7 @@ def _assemble(
     lengths: np.ndarray,
     chosen: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
     span_title: np.ndarray,
+    span_kind: np.ndarray,
     occ_seq: np.ndarray,
     occ_start: np.ndarray,
     group_lo: np.ndarray,
@@ -423,6 +460,7 @@ def _assemble(
         pos_start=torch.from_numpy(pos_start),
         pos_end=torch.from_numpy(pos_start + span_len[pos_span] - 1),
         span_title=torch.from_numpy(span_title),
+        span_kind=torch.from_numpy(span_kind.astype(np.int8)),
     )
 
 

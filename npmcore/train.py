@@ -27,8 +27,10 @@ scheduler, step, config; verified by checksum) and resume is exact: batches are 
 function of (seed, epoch), masking and dropout are seeded per step.
 """
 
+import functools
 import hashlib
 import io
+import itertools
 import json
 import logging
 import math
@@ -51,9 +53,10 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from npmcore.batching import Batch, by_length, iter_batches
 from npmcore.bundle import bundle_info, is_bundle
 from npmcore.encoder import base_encoder_path, load_masked_lm, local_model_dir, mlm_head, save_fp16
-from npmcore.loss import span_loss, token_loss
+from npmcore.loss import PreBatch, span_loss, token_loss
 from npmcore.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens
 from npmcore.mlm import MLMBatch, mask_mlm, mlm_loss
+from npmcore.rarity import OTHER, TokenRarity, corpus_rarity
 from npmcore.snapshots import open_corpus
 from npmcore.storage import Manifest, SnapshotWriter, join, list_snapshots, open_snapshot
 
@@ -87,6 +90,7 @@ class TrainConfig:
     seed: int = 0
     checkpoint_every: int = 100  # steps between checkpoints (and at the end)
     masking: MaskingConfig = field(default_factory=MaskingConfig)  # ratio is also the MLM masking budget
+    prebatch: int = 0  # npm: the keys of this many earlier micro-batches are extra negatives (npmcore.loss)
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 2:
@@ -102,6 +106,8 @@ class TrainConfig:
             )
         if self.dropout is not None and not 0 <= self.dropout < 1:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.prebatch < 0 or (self.prebatch and self.objective != "npm"):
+            raise ValueError(f"prebatch must be >= 0 and is for the npm objective only, got {self.prebatch}")
         if self.mlm_weight < 0 or (self.objective == "mlm" and self.mlm_weight):
             raise ValueError(
                 f"mlm_weight must be >= 0 and is for npm objectives only, got {self.mlm_weight} with {self.objective!r}"
@@ -154,12 +160,19 @@ PRESETS: dict[str, dict] = {
 }
 
 
-def configure(corpus: str, preset: str = "cpu-small", mask_ratio: float | None = None, **overrides) -> TrainConfig:
+def configure(
+    corpus: str,
+    preset: str = "cpu-small",
+    mask_ratio: float | None = None,
+    rare_boost: float | None = None,
+    **overrides,
+) -> TrainConfig:
     """The one way to make a config: ``preset``, then every override that is not None.
 
     When ``steps`` is overridden and ``warmup_steps`` is not, the preset's warm-up keeps
     its share of the schedule (100 of 800 steps becomes 1 of 8), so a short run still
-    reaches its peak learning rate. ``mask_ratio`` sets the masking budget.
+    reaches its peak learning rate. ``mask_ratio`` sets the masking budget, ``rare_boost``
+    the masking's weight of rare spans.
     """
     if preset not in PRESETS:
         raise ValueError(f"unknown preset {preset!r}; presets: {', '.join(sorted(PRESETS))}")
@@ -173,6 +186,8 @@ def configure(corpus: str, preset: str = "cpu-small", mask_ratio: float | None =
     masking = base["masking"] if isinstance(base["masking"], MaskingConfig) else MaskingConfig(**base["masking"])
     if mask_ratio is not None:
         masking = replace(masking, ratio=mask_ratio)
+    if rare_boost is not None:
+        masking = replace(masking, rare_boost=rare_boost)
     return TrainConfig(**{**base, **given, "masking": masking})
 
 
@@ -192,6 +207,8 @@ class StepStats:
     masked_fraction: float | None = None
     title_spans: float | None = None  # NPM: share of masked spans that are n-grams of their block's own title
     title_positives: float | None = None  # and share of the positives that belong to such spans
+    rare_spans: float | None = None  # NPM: share of masked spans holding a date, a number or a rare token
+    rare_positives: float | None = None  # and share of the positives that belong to such spans
     mlm_acc: float | None = None  # MLM: top-1 accuracy of the masked-token predictions
 
 
@@ -222,6 +239,17 @@ def _rank_world() -> tuple[int, int]:
     return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
 
 
+RARITY_BLOCKS = 100_000  # blocks whose tokens are counted for the token rarity of a corpus (its first ones)
+
+
+@functools.lru_cache(maxsize=2)
+def training_rarity(corpus: str, vocab_size: int) -> TokenRarity:
+    """Token document frequencies over (the first :data:`RARITY_BLOCKS` blocks of) a corpus or
+    bundle: which tokens are rare, for span selection and the masking statistics."""
+    blocks = (ids for batch in iter_batches(corpus, 2, seed=0, drop_last=False) for ids in batch.token_ids)
+    return corpus_rarity(itertools.islice(blocks, RARITY_BLOCKS), vocab_size)
+
+
 def mask_batch(
     batch: Batch, tokenizer: PreTrainedTokenizerFast, config: TrainConfig, step: int, micro: int
 ) -> StepBatch:
@@ -230,7 +258,8 @@ def mask_batch(
     if config.objective != "mlm":
         generator = torch.Generator().manual_seed(derive_seed(config.seed, step, micro))
         if config.objective == "npm":
-            npm = mask_spans(batch.token_ids, tokenizer, config.masking, generator, batch.title_tokens)
+            rarity = training_rarity(config.corpus, len(tokenizer))
+            npm = mask_spans(batch.token_ids, tokenizer, config.masking, generator, batch.title_tokens, rarity)
         else:
             npm = mask_tokens(batch.token_ids, tokenizer, config.masking.ratio, generator, batch.title_tokens)
     if config.objective == "mlm" or config.mlm_weight > 0:
@@ -243,8 +272,11 @@ def _pad(ids: Tensor, width: int, value: int) -> Tensor:
     return torch.nn.functional.pad(ids, (0, width - ids.shape[1]), value=value)
 
 
-def batch_loss(model: PreTrainedModel, batch: StepBatch, config: TrainConfig) -> tuple[Tensor, dict[str, Tensor]]:
+def batch_loss(
+    model: PreTrainedModel, batch: StepBatch, config: TrainConfig, prebatch: PreBatch | None = None
+) -> tuple[Tensor, dict[str, Tensor]]:
     """Loss of one global masked batch on this rank (the full batch when not distributed).
+    ``prebatch``: earlier batches' keys, extra negatives of the NPM loss; this batch's keys join it.
 
     ``model`` is the encoder with its MLM head. This rank's keys (unmasked), NPM queries and
     MLM copies go through the encoder in one pass; keys are then all-gathered with gradient.
@@ -271,7 +303,7 @@ def batch_loss(model: PreTrainedModel, batch: StepBatch, config: TrainConfig) ->
     b = hi - lo
     loss, stats = hidden.sum() * 0.0, {}  # every rank's graph reaches every parameter it trains
     if batch.npm is not None:
-        npm_loss, stats = _npm_loss(hidden[:b], hidden[b : 2 * b], batch.npm, config.objective, lo, hi, world)
+        npm_loss, stats = _npm_loss(hidden[:b], hidden[b : 2 * b], batch.npm, config.objective, lo, hi, world, prebatch)
         loss = loss + npm_loss
     if batch.mlm is not None:
         mlm_part, mlm_stats = _mlm_loss(hidden[-b:], mlm_head(model), batch.mlm, lo, hi, world)
@@ -281,12 +313,24 @@ def batch_loss(model: PreTrainedModel, batch: StepBatch, config: TrainConfig) ->
 
 
 def _npm_loss(
-    keys: Tensor, queries: Tensor, batch: MaskedBatch, objective: Objective, lo: int, hi: int, world: int
+    keys: Tensor,
+    queries: Tensor,
+    batch: MaskedBatch,
+    objective: Objective,
+    lo: int,
+    hi: int,
+    world: int,
+    prebatch: PreBatch | None = None,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """The NPM (or NPM-single) loss of this rank's spans against the keys of the global batch."""
+    """The NPM (or NPM-single) loss of this rank's spans against the keys of the global batch
+    (and of the earlier batches in ``prebatch``, which this batch's keys then join)."""
     if world > 1:
         keys = torch.cat(dist_fn.all_gather(keys.contiguous()))  # (B, T, d), differentiable
     keys = keys[:, : batch.input_ids.shape[1]]
+    negatives = prebatch.negatives() if prebatch is not None else None
+    if prebatch is not None:
+        real = batch.attention_mask.bool()
+        prebatch.push(keys[real], batch.input_ids[real])
     mine = (batch.span_seq >= lo) & (batch.span_seq < hi)  # spans whose queries this rank encoded
     if not bool(mine.any()):  # nothing to predict here; still take part in the gradient all-reduce
         zero = torch.zeros((), device=keys.device)
@@ -298,7 +342,18 @@ def _npm_loss(
     seq, at = batch.span_seq[mine], batch.span_query[mine]
     q_start = queries[seq - lo, at]  # (s, d)
     if objective == "npm":
-        loss, stats = span_loss(q_start, queries[seq - lo, at + 1], keys, batch.attention_mask.bool(), seq, *pos)
+        start, end = batch.span_start[mine], batch.span_start[mine] + batch.span_len[mine] - 1
+        span_tokens = (batch.input_ids[seq, start], batch.input_ids[seq, end]) if negatives is not None else None
+        loss, stats = span_loss(
+            q_start,
+            queries[seq - lo, at + 1],
+            keys,
+            batch.attention_mask.bool(),
+            seq,
+            *pos,
+            negatives=negatives,
+            span_tokens=span_tokens,
+        )
         stats = {"start_acc": stats["start_acc"], "end_acc": stats["end_acc"]}
     else:
         loss, stats = token_loss(q_start, keys, batch.attention_mask.bool(), seq, *pos[:3])
@@ -462,6 +517,7 @@ def train(
         for tensor in model.state_dict().values():
             dist.broadcast(tensor, src=0)
     size = model_size(model)
+    prebatch = PreBatch(config.prebatch)  # empty again after a resume
     with closing(in_background(masked_batches(config, tokenizer, step), PREFETCH)) as batches:
         while step < config.steps and (stop_after is None or step < stop_after):
             torch.manual_seed(derive_seed(config.seed, step, -1 - rank))  # dropout
@@ -476,7 +532,7 @@ def train(
                     counted[key] = counted.get(key, 0.0) + value / config.grad_accum
                 batch = to_device(masked, device)
                 with autocast(amp, device):
-                    loss, stats = batch_loss(model, batch, config)
+                    loss, stats = batch_loss(model, batch, config, prebatch)
                 scaler.scale(loss / config.grad_accum).backward()
                 for key, value in {"loss": loss, **stats}.items():
                     measured[key] = measured.get(key, 0.0) + value.detach().float() / config.grad_accum
@@ -596,8 +652,9 @@ def encoded_tokens(batch: StepBatch) -> int:
 
 def batch_stats(batch: StepBatch) -> dict[str, float]:
     """NPM masking statistics of a batch: spans per sequence, the fraction of real tokens masked,
-    and the shares of spans and of positives that are title n-grams found in a block's body
-    (the subject-copy shortcut; 0 when the masking leaves them out)."""
+    the shares of spans and of positives that are title n-grams found in a block's body
+    (the subject-copy shortcut; 0 when the masking leaves them out), and those that hold a
+    date, a number or a rare token (what answers are made of; :mod:`npmcore.rarity`)."""
     if batch.npm is None:
         return {}
     npm = batch.npm
@@ -608,6 +665,8 @@ def batch_stats(batch: StepBatch) -> dict[str, float]:
         "masked_fraction": float(npm.span_len.sum()) / max(1, real),
         "title_spans": float(npm.span_title.sum()) / max(1, S),
         "title_positives": float(npm.span_title[npm.pos_span].sum()) / max(1, npm.pos_span.numel()),
+        "rare_spans": float((npm.span_kind != OTHER).sum()) / max(1, S),
+        "rare_positives": float((npm.span_kind[npm.pos_span] != OTHER).sum()) / max(1, npm.pos_span.numel()),
     }
 
 

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from npmcore.loss import span_loss, token_loss
+from npmcore.loss import PreBatch, span_loss, token_loss
 
 B, T, D, S = 4, 7, 8, 6
 
@@ -230,3 +230,36 @@ def test_chunked_scoring_gives_the_same_loss_gradients_and_accuracy(chunk):
         *(loss_args(case)[k] for k in ("keys", "key_mask", "span_seq", "pos_span", "pos_seq", "pos_start")),
     )
     torch.testing.assert_close(single, reference, rtol=0, atol=1e-12)
+
+
+@pytest.mark.parametrize("chunk", [2, 2048])
+def test_pre_batch_negatives_match_a_naive_loop(chunk):
+    """Extra keys join every query's denominator, except those of the span's own first (last) token."""
+    case = make_case(7)
+    g = torch.Generator().manual_seed(1)
+    M = 9
+    memory = PreBatch(2)
+    memory.push(torch.randn(5, D, generator=g, dtype=torch.float64), torch.randint(0, 4, (5,), generator=g))
+    memory.push(torch.randn(M - 5, D, generator=g, dtype=torch.float64), torch.randint(0, 4, (M - 5,), generator=g))
+    negatives = memory.negatives()
+    first, last = torch.randint(0, 4, (S,), generator=g), torch.randint(0, 4, (S,), generator=g)
+    loss, _ = span_loss(**loss_args(case), chunk=chunk, negatives=negatives, span_tokens=(first, last))
+    total = 0.0
+    for s, occ in enumerate(case["occurrences"]):
+        i = int(case["span_seq"][s])
+        for q, token, at in ((case["q_start"][s], first[s], 1), (case["q_end"][s], last[s], 2)):
+            positives = {(o[0], o[at]) for o in occ}
+            candidates = [(b, t) for b in range(B) for t in range(T) if b != i and case["key_mask"][b, t]]
+            sims = {c: q @ case["keys"][c] / math.sqrt(D) for c in candidates}
+            extra = [q @ k / math.sqrt(D) for k, tok in zip(negatives.keys, negatives.tokens) if tok != token]
+            den = sum(torch.exp(sims[c]) for c in candidates) + sum(torch.exp(x) for x in extra)
+            total = total - torch.log(sum(torch.exp(sims[y]) for y in positives) / den)
+    ref = total / S
+    assert torch.allclose(loss, ref)
+    assert all(torch.allclose(a, b) for a, b in zip(grads(loss, case), grads(ref, case)))
+    assert loss > span_loss(**loss_args(case))[0]  # more negatives, larger loss
+    empty = PreBatch(0)
+    empty.push(negatives.keys, negatives.tokens)
+    assert empty.negatives() is None
+    with pytest.raises(ValueError, match="span_tokens"):
+        span_loss(**loss_args(case), negatives=negatives)

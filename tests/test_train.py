@@ -1,6 +1,7 @@
 """Training: DDP equals one process on the same global batch (every objective); exact resume;
 background masking equals inline masking; model FLOPs of a step; presets and overrides; bad input."""
 
+import math
 import subprocess
 import sys
 import threading
@@ -20,6 +21,7 @@ from flows.cli import app
 from npmcore.batching import iter_batches
 from npmcore.encoder import load_encoder, load_masked_lm, load_tokenizer, mlm_head
 from npmcore.ingest import IngestConfig, ingest
+from npmcore.loss import PreBatch
 from npmcore.masking import MaskingConfig
 from npmcore.storage import SnapshotError, list_snapshots
 from npmcore.train import (
@@ -37,6 +39,7 @@ from npmcore.train import (
     micro_batches,
     model_size,
     step_flops,
+    to_device,
     train,
     training_model,
 )
@@ -374,3 +377,21 @@ def test_export_writes_fp16_weights_with_the_tokenizer_unchanged(tmp_path, confi
     assert encoder_fingerprint(initial.base_model) == encoder_fingerprint(load_encoder(base_encoder_path())[1])
     missing = runner.invoke(app, ["export", run, "--out", str(tmp_path / "other"), "--step", "3"])
     assert missing.exit_code == 2 and "no checkpoint of step 3" in missing.output and not (tmp_path / "other").exists()
+
+
+def test_pre_batch_negatives_and_rare_spans_train_and_are_logged(tmp_path, config):
+    """Keys of earlier batches join the loss from the second step on; the masking logs its rare-span share."""
+    steps: list = []
+    boosted = replace(config, prebatch=2, masking=MaskingConfig(rare_boost=4.0))
+    train(boosted, str(tmp_path / "run"), on_step=steps.append)
+    assert [s.step for s in steps] == [1, 2, 3, 4] and all(math.isfinite(s.loss) for s in steps)
+    assert all(0 <= s.rare_spans <= 1 and 0 <= s.rare_positives <= 1 for s in steps)
+    model, batch = masked_lm(config), to_device(global_batch(config), torch.device("cpu"))
+    prebatch = PreBatch(1)
+    with torch.no_grad():
+        first, _ = batch_loss(model, batch, boosted, prebatch)  # nothing earlier: the plain loss
+        plain, _ = batch_loss(model, batch, config)
+        second, _ = batch_loss(model, batch, boosted, prebatch)  # the same keys again, as negatives
+    assert torch.equal(first, plain) and second > first
+    with pytest.raises(ValueError, match="prebatch"):
+        replace(config, objective="mlm", prebatch=1)
