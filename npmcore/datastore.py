@@ -278,7 +278,10 @@ def build_datastore(
         log.info("datastore %s already exists; nothing to do", url)
         return url
     results = []
-    for result in map_bounded(functools.partial(embed_shard, plan), range(len(plan.shards)), client):
+    # last shards first: a backfill's new documents come last (a dump's newest pages, a month's WARC articles
+    # after the corpus it extends), so the shards with the most to embed start first instead of trailing
+    last_first = range(len(plan.shards) - 1, -1, -1)
+    for result in map_bounded(functools.partial(embed_shard, plan), last_first, client):
         results.append(result)
         if on_shard is not None:
             on_shard(result)

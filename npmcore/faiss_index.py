@@ -338,11 +338,31 @@ def add_codes(index: faiss.Index, codes: np.ndarray, ids: np.ndarray | None = No
     index.ntotal = inner.ntotal  # a pre-transform (OPQ) wrapper keeps its own count
 
 
-def flat_codes(index: faiss.Index) -> np.ndarray:
-    """(ntotal, sa_code_size) uint8: the codes a flat-code index (:func:`takes_codes`) holds, by id."""
-    inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexPreTransform) else index
-    inner = faiss.downcast_index(inner)
-    return faiss.vector_to_array(inner.codes).reshape(inner.ntotal, inner.code_size)
+def stored_codes(index: faiss.Index, ids: np.ndarray) -> np.ndarray:
+    """(len(ids), sa_code_size) uint8: the codes ``index`` holds for ``ids``, laid out as :func:`sa_encode`
+    makes them (so :func:`add_codes` files them again): a flat-code index's (:func:`takes_codes`) by
+    position; an IVF index's found through its direct map (:func:`finalize`), each after its list
+    number (little-endian, as FAISS writes it); on-disk lists are read where they are mapped."""
+    ids = np.asarray(ids, dtype=np.int64)
+    if not is_ivf(index):
+        inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexPreTransform) else index
+        inner = faiss.downcast_index(inner)
+        return faiss.vector_to_array(inner.codes).reshape(inner.ntotal, inner.code_size)[ids]
+    ivf = faiss.extract_index_ivf(index)
+    if ivf.direct_map.type != faiss.DirectMap.Array:
+        raise ValueError("the IVF index has no direct map: its codes cannot be found by id (finalize it)")
+    where = faiss.vector_to_array(ivf.direct_map.array)[ids]  # list number << 32 | offset in the list
+    lists, offsets = where >> 32, where & 0xFFFFFFFF
+    coarse, size = ivf.coarse_code_size(), ivf.code_size
+    out = np.empty((len(ids), coarse + size), dtype=np.uint8)
+    out[:, :coarse] = (lists[:, None] >> (8 * np.arange(coarse))) & 0xFF
+    order = np.argsort(lists, kind="stable")
+    found, starts = np.unique(lists[order], return_index=True)
+    for list_no, rows in zip(found.tolist(), np.split(order, starts[1:]), strict=True):
+        n = ivf.invlists.list_size(list_no)
+        codes = faiss.rev_swig_ptr(ivf.invlists.get_codes(list_no), n * size).reshape(n, size)
+        out[rows, coarse:] = codes[offsets[rows]]
+    return out
 
 
 def merge_ivf(trained: faiss.Index, shard_files: list[str], ivfdata: str | None = None) -> faiss.Index:

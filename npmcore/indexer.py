@@ -29,7 +29,6 @@ kept when a build dies, so a rerun resumes after the last finished step):
 """
 
 import functools
-import hashlib
 import json
 import logging
 import shutil
@@ -54,10 +53,11 @@ from npmcore.faiss_index import (
     choose_index,
     emptied,
     finalize,
-    flat_codes,
     is_ivf,
     merge_ivf,
+    read_index,
     sa_encode,
+    stored_codes,
     takes_codes,
     train_index,
 )
@@ -78,6 +78,7 @@ from npmcore.storage import (
     SnapshotWriter,
     existing_snapshot,
     join,
+    local_folder,
     sha256_file,
     snapshot_id,
     snapshot_url,
@@ -209,7 +210,7 @@ def _encode_shard(trained: bytes, datastore: str, reuse: str | None, job: tuple[
     codes = np.empty((len(vectors), index.sa_code_size()), dtype=np.uint8)
     rows, ids = copied_rows(reuse, datastore, name, arrays["offsets"]) if reuse else (np.empty(0, dtype=np.int64),) * 2
     if len(rows):
-        codes[rows] = _index_codes(reuse)[ids]
+        codes[rows] = stored_codes(_previous_index(reuse), ids)
     fresh = np.ones(len(vectors), dtype=bool)
     fresh[rows] = False
     for lo, hi in _runs(fresh):
@@ -247,14 +248,12 @@ def copied_rows(index: str, datastore: str, name: str, offsets: np.ndarray) -> t
 
 
 @functools.lru_cache(maxsize=1)
-def _index_codes(index: str) -> np.ndarray:
-    """The codes of a flat-code index snapshot, by id (read and checked once per worker)."""
-    url, entry = join(index, "index.faiss"), open_index(index).manifest.files["index.faiss"]
-    with fsspec.open(url, "rb") as f:
-        data = f.read()
-    if hashlib.sha256(data).hexdigest() != entry.sha256:
-        raise SnapshotError(f"index {index}: checksum mismatch in index.faiss")
-    return flat_codes(faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8)))
+def _previous_index(index: str) -> faiss.Index:
+    """The FAISS index of an index snapshot, checked and read once per worker (a remote one through a
+    verified local copy; on-disk inverted lists stay memory-mapped)."""
+    local = local_folder(index)
+    open_index(str(local), verify=True)
+    return read_index(str(local / "index.faiss"))
 
 
 def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
@@ -264,9 +263,9 @@ def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
 
 
 def _codes_to_reuse(plan: IndexPlan, trained: faiss.Index) -> str | None:
-    """``plan.trained``, when its codes can be copied: a flat-code index (IVF lists are not kept by id)
-    over the datastore that this plan's datastore copied unchanged blocks' vectors from."""
-    if plan.trained is None or is_ivf(trained) or not takes_codes(trained):
+    """``plan.trained``, when its codes can be copied: an index encoded by :func:`sa_encode` (IVF or flat
+    codes) over the datastore that this plan's datastore copied unchanged blocks' vectors from."""
+    if plan.trained is None or not (is_ivf(trained) or takes_codes(trained)):
         return None
     copied_from = [i["reused"] for i in open_datastore(plan.datastore).manifest.inputs if "reused" in i]
     if not copied_from or open_datastore(copied_from[0]).manifest.id != open_index(plan.trained).datastore_id:

@@ -18,7 +18,7 @@ from flows.backfill import BackfillParams, dump_format
 from flows.cli import app
 from npmcore.corpus import CorpusError, iter_wiki_pages
 from npmcore.datastore import build_datastore
-from npmcore.faiss_index import flat_codes, sa_encode
+from npmcore.faiss_index import read_index, sa_encode, stored_codes
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.ingest import IngestConfig, ingest
 from npmcore.snapshots import iter_shards, open_index, read_blocks
@@ -112,7 +112,10 @@ def test_backfill_embeds_only_new_blocks_and_keeps_both_versions_queryable(dump_
     assert open_snapshot(old.datastore).id == old_ds.id  # the old snapshots are untouched
 
     # unchanged blocks copy the old index's codes; the others are the codes of their vectors
-    old_codes, new_codes = (flat_codes(faiss.read_index(f"{url}/index.faiss")) for url in (old_index, new_index))
+    old_codes, new_codes = (
+        stored_codes(index, np.arange(index.ntotal))
+        for index in (read_index(f"{url}/index.faiss") for url in (old_index, new_index))
+    )
     trained = faiss.read_index(f"{new_index}/trained.faiss")
     old_rows = dict(zip(old_hashes, np.split(old_codes, np.cumsum([len(v) for v in old_vectors.values()])[:-1])))
     new_rows = np.split(new_codes, np.cumsum([len(v) for v in new_vectors])[:-1])

@@ -15,11 +15,13 @@ from npmcore.faiss_index import (
     choose_index,
     default_train_size,
     finalize,
-    flat_codes,
     is_ivf,
+    merge_ivf,
+    read_index,
     rescore,
     sa_encode,
     search,
+    stored_codes,
 )
 from npmcore.indexer import IndexConfig, build_index, plan_index, training_sample
 from npmcore.inference import NPM, InferenceConfig
@@ -188,12 +190,37 @@ def test_codes_found_by_blas_are_faiss_codes_up_to_ties(news_store, factory):
         assert (picked - distances.min(axis=1) <= rounding).all()
 
 
-def test_an_index_over_copied_vectors_copies_their_codes_instead_of_encoding_them(news_store, tmp_path, monkeypatch):
+def test_stored_codes_are_the_codes_faiss_encodes_in_memory_and_on_disk(news_store, tmp_path):
+    """An index's codes found by id (flat: by position; IVF: through the direct map, in memory or in
+    memory-mapped lists) against FAISS's own sa_encode of the same vectors."""
+    vectors = np.asarray(next(iter_shards(news_store.datastore))[1]["vectors"], dtype=np.float32)[:3000]
+    ids = np.random.default_rng(0).permutation(len(vectors))[:500]
+    for factory in ("PQ8np", "IVF300,PQ8np"):  # 300 lists: a two-byte list number
+        index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
+        index.train(vectors)
+        empty = faiss.clone_index(index)
+        index.add(vectors)
+        finalize(index)
+        np.testing.assert_array_equal(stored_codes(index, ids), index.sa_encode(vectors[ids]))
+    faiss.write_index(index, str(tmp_path / "shard.faiss"))
+    on_disk = merge_ivf(empty, [str(tmp_path / "shard.faiss")], str(tmp_path / "index.ivfdata"))
+    np.testing.assert_array_equal(stored_codes(finalize(on_disk), ids), index.sa_encode(vectors[ids]))
+    with pytest.raises(ValueError, match="direct map"):
+        faiss.extract_index_ivf(index).set_direct_map_type(faiss.DirectMap.NoMap)
+        stored_codes(index, ids)
+
+
+@pytest.mark.parametrize("factory,on_disk", [("PQ8np", False), ("IVF16,PQ8np", False), ("IVF16,PQ8np", True)])
+def test_an_index_over_copied_vectors_copies_their_codes_instead_of_encoding_them(
+    news_store, tmp_path, monkeypatch, factory, on_disk
+):
     """An incremental build (the previous index's trained index, a datastore that copied its vectors)
     takes the previous index's codes of copied blocks; here every block is copied: nothing is encoded."""
-    first = build_index(news_store.datastore, IndexConfig(factory="PQ8np", train_size=3_000, bm25=False))
+    config = IndexConfig(factory=factory, train_size=3_000, on_disk=on_disk, bm25=False)
+    first = build_index(news_store.datastore, config)
     copied = build_datastore(news_store.corpus, str(tmp_path), reuse=news_store.datastore)
     monkeypatch.setattr("npmcore.indexer.sa_encode", lambda *_: pytest.fail("a copied vector was encoded again"))
     second = build_index(copied, IndexConfig(bm25=False), trained=first)
-    first_codes, second_codes = (flat_codes(faiss.read_index(f"{url}/index.faiss")) for url in (first, second))
-    np.testing.assert_array_equal(first_codes, second_codes)
+    first_index, second_index = (read_index(f"{url}/index.faiss") for url in (first, second))
+    everything = np.arange(first_index.ntotal)
+    np.testing.assert_array_equal(stored_codes(first_index, everything), stored_codes(second_index, everything))
