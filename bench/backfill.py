@@ -10,8 +10,8 @@ are new (new titles) and ``--deleted`` are gone. Each figure is one run of the
 API and a Dask cluster up, as a deployment's worker runs it against a running scheduler
 (``--dask-address``; starting a local cluster adds the same few seconds to both): ``full_s``
 indexes version 2 in an empty store, ``incremental_s`` indexes it in a store that holds
-version 1 (unchanged pages are copied, not parsed; unchanged blocks reuse their vectors and the
-trained index). Version 1 is indexed first, which also warms the process and the workers up.
+version 1 (unchanged pages are copied, not parsed; unchanged blocks reuse their vectors, their
+index codes and the trained index). Version 1 is indexed first, which also warms the process and the workers up.
 Last line: {"files", "articles", "tokens", "full_s", "incremental_s", "ratio",
 "blocks_reembedded_fraction"}; target ratio <= 0.05.
 """
