@@ -87,9 +87,9 @@ def main(argv: list[str] | None = None) -> None:
         default=str(default_encoder_path()),
         help="initial encoder folder: the shipped checkpoint (default), a returned folder, /tmp/npm-campaign/N/encoder",
     )
-    for name in ("batch_size", "grad_accum", "seed"):
+    for name in ("batch_size", "grad_accum", "seed", "prebatch"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=int)
-    for name in ("lr", "mlm_weight", "dropout"):
+    for name in ("lr", "mlm_weight", "dropout", "rare_boost"):
         parser.add_argument(f"--{name.replace('_', '-')}", type=float)
     parser.add_argument("--objective", choices=["npm", "npm-single", "mlm"])
     args = vars(parser.parse_args(argv))
