@@ -61,8 +61,8 @@ def test_resume_after_a_killed_shard_equals_a_clean_build(news_store, serial_dat
     store = tmp_path / "store"
     copy = str(shutil.copytree(news_store.corpus, store / "corpus" / news_store.corpus.rsplit("/", 1)[1]))
     script = f"from npmcore.datastore import build_datastore\nbuild_datastore({copy!r}, {str(store)!r})\n"
-    kill_once(script, store, "datastore/.partial-*/shards/part-00000.json")
-    marker = next(store.glob("datastore/.partial-*/shards/part-00000.json"))
+    kill_once(script, store, "datastore/.partial-*/shards/part-*.json")  # killed once a shard is finished
+    marker = next(store.glob("datastore/.partial-*/shards/part-*.json"))
     done_at = marker.stat().st_mtime_ns
     with pytest.raises(SnapshotError):
         open_snapshot(str(marker.parent.parent))
@@ -71,9 +71,7 @@ def test_resume_after_a_killed_shard_equals_a_clean_build(news_store, serial_dat
     resumed = build_datastore(copy, str(store), on_shard=results.append)
     assert {r.name for r in results if r.resumed} == finished_before  # no finished shard is embedded again
     assert marker.exists() is False  # the staging folder became the snapshot
-    assert (
-        store / "datastore" / resumed.rsplit("/", 1)[1] / "shards" / "part-00000.json"
-    ).stat().st_mtime_ns == done_at
+    assert (store / "datastore" / resumed.rsplit("/", 1)[1] / "shards" / marker.name).stat().st_mtime_ns == done_at
     assert open_snapshot(resumed).files == open_snapshot(serial_datastore).files  # identical to the clean build
 
 

@@ -3,6 +3,7 @@
 the UI runs in it."""
 
 import subprocess
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,17 +23,28 @@ def served(prefect_server, tmp_path_factory, news_path) -> Iterator[tuple[dict, 
     ingest([news_path], str(folder / "store"), IngestConfig(max_tokens=64))
     env = {**prefect_server, "NPM_STORE": str(folder / "store")}
     env.pop("MLFLOW_TRACKING_URI", None)
+    for name in SERVED:  # the session's server may hold them deployed to a work pool (tests/test_servers.py)
+        forget(env, name)
     with (folder / "serve.log").open("wb") as log:
         process = subprocess.Popen(
             [BIN / "npmcore", "serve"], env=env, cwd=ROOT, stdout=log, stderr=subprocess.STDOUT,
             start_new_session=True,
         )  # fmt: skip
     try:
-        # served: registered without a work pool (the session's server may hold the same ones deployed to a pool)
         wait_for(lambda: all(served_here(env, name) for name in SERVED), 300, "npmcore serve registers its deployments")
         yield env, folder / "serve.log"
     finally:
         stop(process)
+
+
+def forget(env: dict, name: str) -> None:
+    """Delete a deployment from the server, if it has one of that name."""
+    try:
+        deployment = api(env, f"/deployments/name/{name}")
+    except OSError:  # 404: none
+        return
+    url = f"{env['PREFECT_API_URL']}/deployments/{deployment['id']}"
+    urllib.request.urlopen(urllib.request.Request(url, method="DELETE"), timeout=30).close()
 
 
 def served_here(env: dict, name: str) -> bool:
