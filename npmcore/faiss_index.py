@@ -347,11 +347,13 @@ def stored_codes(index: faiss.Index, ids: np.ndarray) -> np.ndarray:
     if not is_ivf(index):
         inner = faiss.downcast_index(index.index) if isinstance(index, faiss.IndexPreTransform) else index
         inner = faiss.downcast_index(inner)
-        return faiss.vector_to_array(inner.codes).reshape(inner.ntotal, inner.code_size)[ids]
+        codes = faiss.rev_swig_ptr(inner.codes.data(), inner.ntotal * inner.code_size)  # a view, not a copy
+        return codes.reshape(inner.ntotal, inner.code_size)[ids]
     ivf = faiss.extract_index_ivf(index)
     if ivf.direct_map.type != faiss.DirectMap.Array:
         raise ValueError("the IVF index has no direct map: its codes cannot be found by id (finalize it)")
-    where = faiss.vector_to_array(ivf.direct_map.array)[ids]  # list number << 32 | offset in the list
+    # list number << 32 | offset in the list; a view of the direct map, not a copy of it for every call
+    where = faiss.rev_swig_ptr(ivf.direct_map.array.data(), ivf.ntotal)[ids]
     lists, offsets = where >> 32, where & 0xFFFFFFFF
     coarse, size = ivf.coarse_code_size(), ivf.code_size
     out = np.empty((len(ids), coarse + size), dtype=np.uint8)
