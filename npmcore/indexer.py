@@ -8,6 +8,7 @@ Layout ({store}/index/{id}/), all of it needed at query time and nothing more::
     trained.faiss   the trained, empty index (rotation, quantizers): an incremental rebuild fills it again
     tokens.npy      (N,) token id of every content token (uint16 when the vocabulary fits)
     offsets.npy     (blocks + 1,) int64: block b holds global ids offsets[b]:offsets[b+1]
+    token_df.npy    (V,) int64: how many blocks hold each token id (IDF of evidence scoring)
     bm25/…          Lucene index of the blocks (doc id = global block number), for the
                     BM25-restricted open-set mode
 
@@ -61,6 +62,7 @@ from npmcore.faiss_index import (
     takes_codes,
     train_index,
 )
+from npmcore.rarity import block_frequency
 from npmcore.snapshots import (
     INDEX,
     DatastoreRows,
@@ -373,7 +375,8 @@ def _vocab_size(manifest: Manifest) -> int:
 
 
 def token_arrays(datastore: str, vocab_size: int) -> dict[str, np.ndarray]:
-    """tokens (N,) and offsets (blocks + 1,) of the whole datastore in global order."""
+    """tokens (N,) and offsets (blocks + 1,) of the whole datastore in global order, and
+    token_df (V,): the blocks holding each token id (the IDF of evidence scoring)."""
     manifest = open_datastore(datastore).manifest
     dtype = np.uint16 if vocab_size <= 1 << 16 else np.int32
     tokens = np.empty(manifest.counts["tokens"], dtype=dtype)
@@ -383,7 +386,8 @@ def token_arrays(datastore: str, vocab_size: int) -> dict[str, np.ndarray]:
         tokens[first : first + len(arrays["tokens"])] = arrays["tokens"]
         offsets.append(np.asarray(arrays["offsets"][1:]) + first)
         first += len(arrays["tokens"])
-    return {"tokens": tokens, "offsets": np.concatenate(offsets)}
+    offsets = np.concatenate(offsets)
+    return {"tokens": tokens, "offsets": offsets, "token_df": block_frequency(tokens, offsets, vocab_size).df}
 
 
 # --- 2. BM25 ------------------------------------------------------------------------------

@@ -51,6 +51,25 @@ def corpus_rarity(blocks: Iterable[Sequence[int]], vocab_size: int) -> TokenRari
     return TokenRarity(df, n)
 
 
+def block_frequency(tokens: np.ndarray, offsets: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -> TokenRarity:
+    """Document frequency of every token id over the blocks of a flat token array (block b is
+    ``tokens[offsets[b]:offsets[b + 1]]``), vectorised, about ``chunk`` tokens at a time."""
+    blocks = len(offsets) - 1
+    if blocks < 1:
+        raise ValueError("no blocks to count token frequencies over")
+    df = np.zeros(vocab_size, dtype=np.int64)
+    first = 0
+    while first < blocks:
+        last = int(np.searchsorted(offsets, offsets[first] + chunk, side="right")) - 1
+        last = min(blocks, max(last, first + 1))  # at least one block, however long
+        lo, hi = int(offsets[first]), int(offsets[last])
+        block = np.repeat(np.arange(last - first, dtype=np.int64), np.diff(offsets[first : last + 1]))
+        pairs = np.unique(block * vocab_size + np.asarray(tokens[lo:hi], dtype=np.int64))
+        df += np.bincount(pairs % vocab_size, minlength=vocab_size)
+        first = last
+    return TokenRarity(df, blocks)
+
+
 def token_kinds(tokenizer: PreTrainedTokenizerFast) -> np.ndarray:
     """(V,) int8: DATE, NUMBER or OTHER for every token id, from its spelling."""
     return _token_kinds(tokenizer, len(tokenizer))

@@ -14,6 +14,7 @@ from npmcore.rarity import (
     NUMBER,
     OTHER,
     RARE,
+    block_frequency,
     corpus_rarity,
     kind_shares,
     piece_kinds,
@@ -45,6 +46,16 @@ def test_document_frequency_counts_each_block_once(news_blocks, news_rarity, tok
     assert not news_rarity.rare[tokenizer.convert_tokens_to_ids("the")]
     with pytest.raises(ValueError, match="no blocks"):
         corpus_rarity([], 10)
+
+
+@pytest.mark.parametrize("chunk", [1, 700, 1 << 24])  # a block longer than a chunk, several blocks per chunk, all
+def test_block_frequency_of_a_flat_token_array_equals_counting_block_by_block(news_blocks, news_rarity, chunk):
+    tokens = np.concatenate([np.asarray(b, dtype=np.uint16) for b in news_blocks])
+    offsets = np.concatenate([[0], np.cumsum([len(b) for b in news_blocks])])
+    counted = block_frequency(tokens, offsets, len(news_rarity.df), chunk=chunk)
+    assert np.array_equal(counted.df, news_rarity.df) and counted.blocks == news_rarity.blocks
+    with pytest.raises(ValueError, match="no blocks"):
+        block_frequency(tokens[:0], offsets[:1], 10)
 
 
 def test_token_kinds_from_spelling(tokenizer, roberta_tokenizer):
