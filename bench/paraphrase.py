@@ -4,20 +4,23 @@ For each fact: where the gold answer ranks among the candidate phrases NPM score
 of its top-1 answer (name, number, date, other) against the gold's.
 
 Usage: python bench/paraphrase.py [--model PATH_OR_URI] [--store DIR] [--data bench/data/paraphrase-dev.jsonl]
+                                  [--scoring evidence|npm]
 
 Builds, or reuses from the store, the index the ``evaluate`` flow's ``cloze`` task searches (the
 embedded default corpus, ingested and indexed by the flows; another encoder than the index's
 encodes the top BM25 passages again), and answers every fact of ``--data`` (a cloze jsonl whose
 facts carry a ``kind``) as that task does: BM25-restricted NPM with the flow's defaults (3
 passages, τ = 1, answers that start and end with a content word and hold no word of the
-query). Every candidate phrase is kept (``NPM.phrases``), so for each fact it finds where the
-gold answer ranks (``npmcore.evaluation.diagnostics``: decoded candidates against the gold
-answers, accents and punctuation aside) and the kind of the top-1 answer.
+query, ``--scoring`` evidence or npm). Every candidate phrase is kept (``NPM.phrases``), so for
+each fact it finds where the gold answer ranks (``npmcore.evaluation.diagnostics``: decoded
+candidates against the gold answers, accents and punctuation aside) and the kind of the top-1
+answer.
 
 Prints one row per fact, the top-1 kind against the gold kind, and as its last line one JSON
 object {"n", "exact_match", "answer_in_candidates", "rank_median", "rank_at_1", "rank_le_3",
-"rank_le_10", "top1_kind_vs_gold"}: shares of all facts, except the median rank, taken over the
-facts whose gold answer is a candidate.
+"rank_le_10", "exact_match_by_kind", "top1_kind_vs_gold"}: shares of all facts, except the median
+rank, taken over the facts whose gold answer is a candidate. Any cloze jsonl whose facts carry a
+``kind`` works: ``bench/data/verbatim-dev.jsonl`` too.
 """
 
 import argparse
@@ -37,7 +40,7 @@ from npmcore.cluster import dask_cluster  # noqa: E402
 from npmcore.evaluation.diagnostics import KINDS, Diagnosis, gold_rank, summarize  # noqa: E402
 from npmcore.evaluation.metrics import exact_match  # noqa: E402
 from npmcore.evaluation.tasks import Task, load_task  # noqa: E402
-from npmcore.inference import NPM, InferenceConfig  # noqa: E402
+from npmcore.inference import NPM, SCORINGS, InferenceConfig  # noqa: E402
 from npmcore.tracking import resolve_encoder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -88,6 +91,7 @@ def main() -> None:
     )
     parser.add_argument("--store", default=None, help="store of the corpus and index (default: a temp dir)")
     parser.add_argument("--data", default=str(ROOT / "bench" / "data" / "paraphrase-dev.jsonl"))
+    parser.add_argument("--scoring", choices=SCORINGS, default=EvalParams.model_fields["scoring"].default)
     args = parser.parse_args()
     rows = [json.loads(line) for line in Path(args.data).read_text(encoding="utf-8").splitlines() if line.strip()]
     if bad := [n for n, row in enumerate(rows, start=1) if row.get("id") is None or row.get("kind") not in KINDS]:
@@ -103,6 +107,7 @@ def main() -> None:
             tau=tau,
             content_words=params.content_words,
             exclude_query_words=params.exclude_query_words,
+            scoring=args.scoring,
         )
         npm = NPM(index, encoder=resolve_encoder(params.model, params.store))
         diagnoses = diagnose(npm, evaluated, kinds, config)

@@ -14,7 +14,18 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from flows.output import Indented, Legible, counts_table, crawl_table, evaluation, highlight, number, shown, table
+from flows.output import (
+    Indented,
+    Legible,
+    counts_table,
+    crawl_table,
+    evaluation,
+    highlight,
+    number,
+    score_parts,
+    shown,
+    table,
+)
 from flows.params import ClusterParams, IngestParams, absolute_store
 from npmcore.corpus import FORMATS
 from npmcore.snapshots import CORPUS
@@ -38,6 +49,13 @@ ExcludeQueryWords = Annotated[
         "--exclude-query-words/--allow-query-words",
         help="NPM phrases: never answer with a content word of the query (e.g. its subject's name); on the dev "
         "data this ties or wins for every encoder measured.",
+    ),
+]
+ScoringOption = Annotated[
+    str,
+    typer.Option(
+        help="NPM phrases: evidence (NPM's candidates ranked by what their passages say around them as well; the "
+        "best on the dev data) or npm (the paper's scoring: summed similarities of each phrase's positions).",
     ),
 ]
 Lang = Annotated[str, typer.Option(help="WARC files: keep the articles in this language (ISO 639-1 code).")]
@@ -670,13 +688,21 @@ def query_command(
         ),
     ] = True,
     exclude_query_words: ExcludeQueryWords = True,
-    json_out: Annotated[bool, typer.Option("--json", help="Print JSON: one list of answers per query.")] = False,
+    scoring: ScoringOption = "evidence",
+    explain: Annotated[
+        bool, typer.Option(help="Show each answer's score parts (evidence scoring): why it won.")
+    ] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print JSON: one list of answers per query (with --explain, their parts).")
+    ] = False,
 ) -> None:
     """Fill the [MASK] of each query with phrases retrieved from the index, with their evidence."""
     from dataclasses import asdict
 
-    from npmcore.inference import NPM, InferenceConfig
+    from npmcore.inference import NPM, SCORINGS, InferenceConfig
 
+    if scoring not in SCORINGS:
+        raise ValueError(f"--scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     config = InferenceConfig(
         k=k,
         l_max=l_max,
@@ -686,13 +712,22 @@ def query_command(
         answers=answers,
         content_words=content_words,
         exclude_query_words=exclude_query_words,
+        scoring=scoring,
     )
     npm = NPM(absolute_store(index_url), encoder=model)
     results = (npm.predict_tokens if single else npm.predict)(queries, config)
     rows = [[(a, [npm.evidence.span(e) for e in a.evidence]) for a in found] for found in results]
     if json_out:
         out = [
-            [{"answer": a.text, "score": a.score, "evidence": [asdict(s) for s in spans]} for a, spans in found]
+            [
+                {
+                    "answer": a.text,
+                    "score": a.score,
+                    "evidence": [asdict(s) for s in spans],
+                    **({"parts": a.parts} if explain else {}),
+                }
+                for a, spans in found
+            ]
             for found in rows
         ]
         print(json.dumps(out if len(out) > 1 else out[0], ensure_ascii=False))
@@ -701,6 +736,8 @@ def query_command(
         console.print(f"[bold]{escape(text)}[/]")
         for rank, (answer, spans) in enumerate(found, 1):
             console.print(f"  {rank}. [bold green]{escape(answer.text)}[/]  {answer.score:.3f}")
+            if explain and answer.parts is not None:
+                console.print(Indented(score_parts(answer.parts), 5), highlight=False)
             for span in spans:  # wrapped lines keep the indentation
                 evidence = f"[dim]{span.block_id}[/] [italic]{escape(span.title)}[/]: " + highlight(
                     span.text, span.start, span.end
@@ -769,6 +806,7 @@ def eval_command(
         typer.Option("--content-words/--any-words", help="Open-set answers start and end with a content word (paper)."),
     ] = True,
     exclude_query_words: ExcludeQueryWords = True,
+    scoring: ScoringOption = "evidence",
     calibrate: Annotated[
         bool,
         typer.Option(
@@ -821,6 +859,7 @@ def eval_command(
         fractions=fraction or [1.0],
         content_words=content_words,
         exclude_query_words=exclude_query_words,
+        scoring=scoring,
         calibrate=calibrate,
         wiki_files=wiki_files or [1],
         cluster=cluster_params(dask_address, workers),

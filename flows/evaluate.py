@@ -12,11 +12,12 @@ from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, StoreURL, default_store
 from npmcore.cluster import dask_cluster
+from npmcore.encoder import default_encoder_path
 from npmcore.evaluation.references import write_reference_corpus
 from npmcore.evaluation.run import System
 from npmcore.evaluation.tasks import DEFAULT_DATA_DIR, Task
 from npmcore.indexer import IndexConfig, build_index
-from npmcore.inference import InferenceConfig
+from npmcore.inference import InferenceConfig, Scoring, ranker_of
 from npmcore.knnlm import MASKED_SYSTEMS, MaskedSystem
 from npmcore.plots import line_plot
 from npmcore.snapshots import open_index
@@ -89,6 +90,11 @@ class EvalParams(BaseModel):
     exclude_query_words: bool = Field(
         True,
         description="NPM phrases (open-set): never answer with a content word of the query, e.g. its subject's name.",
+    )
+    scoring: Scoring = Field(
+        "evidence",
+        description="NPM phrases (open-set): evidence (NPM's candidates ranked by what their passages say around "
+        "them as well; the best on the dev data) or npm (the paper's scoring).",
     )
     taus: list[float] | None = Field(
         None, description="Temperatures to sweep; empty = 5 for closed-set tasks, 1 for open-set."
@@ -245,8 +251,9 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
                         tau=tau,
                         content_words=params.content_words,
                         exclude_query_words=params.exclude_query_words,
+                        scoring=params.scoring,
                     )
-                    result = evaluate_run_task(evaluated, index, system, config, settings)
+                    result = evaluate_run_task(evaluated, index, system, config, settings, ranker_json(index, settings))
                     rows.append(
                         EvalRow(
                             task=result.task,
@@ -268,6 +275,13 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
                 log_size_curve(evaluated.name, [r for r in rows if r.factory != "Flat" and r.lam is None], params, uri)
             results += rows
     return results
+
+
+def ranker_json(index: str, settings: RunSettings) -> str:
+    """The weights evidence scoring will use on ``index`` (those of the encoder its queries use), as
+    JSON: an input of the evaluation task, so that new weights are never answered from its cache."""
+    encoder = settings.encoder or open_index(index).encoder or str(default_encoder_path())
+    return ranker_of(encoder).to_json()
 
 
 def masked_rows(

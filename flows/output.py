@@ -173,6 +173,14 @@ def highlight(text: str, start: int, end: int, context: int = 100) -> str:
     )
 
 
+def score_parts(parts: dict[str, float]) -> str:
+    """An answer's evidence-scoring parts (npmcore.ranking) as one line of rich markup, largest first:
+    ``why: 14.2 = +9.8 left_run, +3.1 right_run, …`` (parts under 0.005 in size left out)."""
+    shown_parts = sorted(((k, v) for k, v in parts.items() if abs(v) >= 0.005), key=lambda kv: -abs(kv[1]))
+    terms = ", ".join(f"{v:+.2f} {escape(k)}" for k, v in shown_parts)
+    return f"[dim]why: {sum(parts.values()):.2f} = {terms}[/]"
+
+
 def evidence_sentence(passage: str, start: int, end: int, context: int = 150) -> str:
     """The sentence of ``passage`` holding ``passage[start:end]``, the span highlighted (rich markup);
     at most ``context`` characters either side of the span."""

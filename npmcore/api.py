@@ -36,7 +36,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from npmcore.evaluation.templates import CLOSED_SPECS
-from npmcore.inference import MASK, NPM, InferenceConfig, label_token_ids
+from npmcore.inference import MASK, NPM, InferenceConfig, Scoring, label_token_ids
 from npmcore.serving import read_serving, serving_index
 from npmcore.storage import read_manifest
 
@@ -267,6 +267,12 @@ class PredictRequest(Strict):
     tau: float = Field(1.0, gt=0)
     restrict: bool = Field(True, description="Search the top BM25 passages (the paper's open-set setting).")
     passages: int = Field(3, ge=1, le=20, description="BM25 passages searched when restricted.")
+    scoring: Scoring = Field(
+        "evidence",
+        description="evidence: NPM's candidates ranked by what their passages say around them as well; npm: the "
+        "paper's scoring (summed similarities of each phrase's positions).",
+    )
+    explain: bool = Field(False, description="Each answer's score parts (evidence scoring): why it won.")
 
 
 class ClassifyRequest(Strict):
@@ -309,10 +315,10 @@ def run_predict(service: Service, items: list[Item]) -> list[dict]:
         groups: dict[tuple, list[int]] = {}
         for n, item in enumerate(items):
             r = item.request
-            groups.setdefault((r.answers, r.evidence, r.k, r.tau, r.restrict, r.passages), []).append(n)
-        for (answers, evidence, k, tau, restrict, passages), members in groups.items():
+            groups.setdefault((r.answers, r.evidence, r.k, r.tau, r.restrict, r.passages, r.scoring), []).append(n)
+        for (answers, evidence, k, tau, restrict, passages, scoring), members in groups.items():
             config = InferenceConfig(
-                k=k, tau=tau, restrict=restrict, passages=passages, answers=answers, evidence=evidence
+                k=k, tau=tau, restrict=restrict, passages=passages, answers=answers, evidence=evidence, scoring=scoring
             )
             started = time.perf_counter()
             found = served.npm.predict([items[n].query for n in members], config)
@@ -320,7 +326,7 @@ def run_predict(service: Service, items: list[Item]) -> list[dict]:
             for n, answers_of in zip(members, found, strict=True):
                 out[n] = {
                     "query": items[n].query,
-                    "answers": [_answer(served, a) for a in answers_of],
+                    "answers": [_answer(served, a, items[n].request.explain) for a in answers_of],
                     "index": served.url,
                     "batch_ms": round(1000 * seconds, 1),
                     "batch_queries": len(members),
@@ -328,7 +334,7 @@ def run_predict(service: Service, items: list[Item]) -> list[dict]:
     return [out[n] for n in range(len(items))]
 
 
-def _answer(served: Served, answer) -> dict:
+def _answer(served: Served, answer, explain: bool) -> dict:
     spans = [served.npm.evidence.span(e) for e in answer.evidence]
     return {
         "text": answer.text,
@@ -337,6 +343,7 @@ def _answer(served: Served, answer) -> dict:
             {"block_id": s.block_id, "title": s.title, "text": s.text, "start": s.start, "end": s.end, "score": s.score}
             for s in spans
         ],
+        **({"parts": answer.parts} if explain else {}),
     }
 
 

@@ -41,6 +41,7 @@ from npmcore.encoder import (
     default_encoder_path,
     encode,
     encoder_fingerprint,
+    local_model_dir,
     special_frame,
     tokenizer_fingerprint,
 )
@@ -56,6 +57,18 @@ from npmcore.phrases import (
     score_phrases,
     score_tokens,
 )
+from npmcore.ranking import (
+    FEATURE_NAMES,
+    RANKER_FILE,
+    Candidates,
+    Ranker,
+    idf_of,
+    phrase_features,
+    position_features,
+    query_context,
+    rank_phrases,
+)
+from npmcore.rarity import block_frequency
 from npmcore.snapshots import DatastoreRows, IndexSnapshot, open_corpus, open_index
 from npmcore.storage import SnapshotError, local_folder
 from npmcore.vocab import content_words_of, vocab_tables
@@ -64,6 +77,10 @@ log = logging.getLogger(__name__)
 
 MASK = "[MASK]"  # the mask marker of queries, for every encoder
 Mode = Literal["npm", "npm-single"]  # two query vectors ([MASKs][MASKe]) or one
+# npm: the paper's (summed exp similarities of each phrase's positions); evidence: NPM's candidates
+# ranked by what their passages say around them as well (npmcore.ranking)
+Scoring = Literal["npm", "evidence"]
+SCORINGS: tuple[Scoring, ...] = ("evidence", "npm")
 
 
 class QueryError(ValueError):
@@ -87,6 +104,7 @@ class InferenceConfig:
     exclude_query_words: bool = True
     answers: int = 5  # answers returned per query
     evidence: int = 3  # evidence passages per answer
+    scoring: Scoring = "evidence"  # how NPM phrases are ranked (NPM single and closed-set tasks: always NPM's)
 
 
 @dataclass(frozen=True)
@@ -95,6 +113,7 @@ class Answer:
     token_ids: tuple[int, ...]
     score: float  # normalised: the answers of all candidates of a query sum to 1
     evidence: tuple[Evidence, ...]  # best first
+    parts: dict[str, float] | None = None  # evidence scoring: the score's parts (npmcore.ranking.FEATURE_NAMES)
 
 
 class NPM:
@@ -107,9 +126,13 @@ class NPM:
             (their passages are encoded again): the index's vectors are not its own, so kNN
             search (``restrict=False``, closed-set ``classify``) is refused.
         cache: local folder for copies of remote snapshots (default: :func:`npmcore.storage.cache_dir`).
+        ranker: the weights of evidence scoring; None = the encoder's ``ranker.json``, else the shipped
+            encoder's (:func:`ranker_of`).
     """
 
-    def __init__(self, index_url: str, encoder: str | None = None, cache: Path | None = None):
+    def __init__(
+        self, index_url: str, encoder: str | None = None, cache: Path | None = None, ranker: Ranker | None = None
+    ):
         self.index_snapshot = open_index(index_url, verify=True)
         self.manifest = self.index_snapshot.manifest
         self.url = index_url
@@ -128,6 +151,8 @@ class NPM:
             offsets=np.load(local / "offsets.npy"),
             tables=vocab_tables(self.tokenizer),
         )
+        self.idf = idf_of(*token_frequency(local, self.corpus, len(self.tokenizer)))
+        self.ranker = ranker or ranker_of(self.encoder_source)
         self.evidence = EvidenceReader(self.index_snapshot, self.tokenizer, self.corpus)
         self.bm25_dir = local / "bm25" if self.manifest.config["bm25"] else None
         self._bm25: bm25.BM25Searcher | None = None
@@ -141,7 +166,9 @@ class NPM:
 
     def encode_queries(self, queries: list[str], masks: int) -> np.ndarray:
         """(len(queries), masks, d) output vectors at the mask tokens of each query."""
-        sequences = [self._query_ids(q, masks) for q in queries]
+        return self._encode([self._query_ids(q, masks) for q in queries])
+
+    def _encode(self, sequences: list[list[int]]) -> np.ndarray:
         hidden = encode(self.model, self.tokenizer, sequences)
         mask_id = self.tokenizer.mask_token_id
         return np.stack([h[np.flatnonzero(np.asarray(s) == mask_id)] for h, s in zip(hidden, sequences, strict=True)])
@@ -168,31 +195,59 @@ class NPM:
         return [self.top_answers(phrases, config) for phrases in self.phrases(queries, config)]
 
     def phrases(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> Iterator[Phrases]:
-        """Every candidate phrase of each query, scored and ranked best first, yielded query by query
-        (one query's candidates in memory at a time): what :meth:`predict` answers from (its top
-        ``config.answers`` are :meth:`top_answers`)."""
-        q = self.encode_queries(queries, 2) * self.scale  # (B, 2, d): sims are q·E(c)
+        """Every candidate phrase of each query, scored (``config.scoring``) and ranked best first,
+        yielded query by query (one query's candidates in memory at a time): what :meth:`predict`
+        answers from (its top ``config.answers`` are :meth:`top_answers`)."""
+        if config.scoring not in SCORINGS:
+            raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {config.scoring!r}")
+        evidence = config.scoring == "evidence"
+        for candidates in self._scored(queries, config, features=evidence):
+            yield rank_phrases(candidates, self.ranker) if evidence else candidates.phrases
+
+    def candidates(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> Iterator[Candidates]:
+        """Each query's candidates as NPM scores them, with the evidence features of every position:
+        what evidence scoring ranks (and :func:`npmcore.ranking.fit_ranker` learns from)."""
+        return self._scored(queries, config, features=True)
+
+    def _scored(self, queries: list[str], config: InferenceConfig, features: bool) -> Iterator[Candidates]:
+        sequences = [self._query_ids(q, 2) for q in queries]
+        q = self._encode(sequences) * self.scale  # (B, 2, d): sims are q·E(c)
         if config.restrict:
             restricted = self.restricted(queries, config.passages)
-            for query, (q_start, q_end), (ids, vectors) in zip(queries, q, restricted, strict=True):
-                # ids are whole passages: the spans starting at one of them are all those ending at one
-                spans = self._candidates(query, ids, ids[:0], config)
-                row = np.searchsorted(ids, spans)  # (n, 2) rows of each span's first and last token; ids are sorted
-                yield score_phrases(
-                    self.corpus,
-                    spans,
-                    vectors[row[:, 0]] @ q_start,
-                    vectors[row[:, 1]] @ q_end,
-                    config.tau,
-                    config.l_max,
-                )
+            for query, ids, (q_start, q_end), (tokens, vectors) in zip(queries, sequences, q, restricted, strict=True):
+                # tokens are whole passages: the spans starting at one of them are all those ending at one
+                spans = self._candidates(query, tokens, tokens[:0], config)
+                row = np.searchsorted(tokens, spans)  # (n, 2) rows of each span's first and last token; sorted ids
+                first, last = vectors[row[:, 0]] @ q_start, vectors[row[:, 1]] @ q_end
+                yield self._candidates_of(ids, spans, first, last, config, features)
             return
         _, found = self.search(q.reshape(-1, q.shape[-1]), config)  # (2B, k)
-        for query, (q_start, q_end), (starts, ends) in zip(queries, q, found.reshape(len(queries), 2, -1), strict=True):
+        hits = found.reshape(len(queries), 2, -1)
+        for query, ids, (q_start, q_end), (starts, ends) in zip(queries, sequences, q, hits, strict=True):
             spans = self._candidates(query, starts, ends, config)
             first = self.token_vectors(spans[:, 0]) @ q_start if len(spans) else np.empty(0)
             last = self.token_vectors(spans[:, 1]) @ q_end if len(spans) else np.empty(0)
-            yield score_phrases(self.corpus, spans, first, last, config.tau, config.l_max)
+            yield self._candidates_of(ids, spans, first, last, config, features)
+
+    def _candidates_of(
+        self,
+        ids: list[int],
+        spans: np.ndarray,
+        first: np.ndarray,
+        last: np.ndarray,
+        config: InferenceConfig,
+        features: bool,
+    ) -> Candidates:
+        phrases = score_phrases(self.corpus, spans, first, last, config.tau, config.l_max)
+        if not features:
+            return Candidates(phrases, np.empty((len(phrases.scores), 0)), np.empty((len(spans), 0)))
+        tables = self.corpus.tables
+        context = query_context(ids, self.tokenizer.mask_token_id, tables.special, tables.stop)
+        return Candidates(
+            phrases,
+            phrase_features(phrases, self.idf),
+            position_features(self.corpus, spans, context, self.idf, first, last, config.tau),
+        )
 
     def predict_tokens(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> list[list[Answer]]:
         """NPM single: the top single-token answers of each query."""
@@ -347,8 +402,34 @@ class NPM:
                 )
                 for i in best
             )
-            answers.append(Answer(self.evidence.surface(evidence[0]), ids, float(phrases.scores[rank]), evidence))
+            parts = (
+                None if phrases.parts is None else dict(zip(FEATURE_NAMES, phrases.parts[rank].tolist(), strict=True))
+            )
+            answers.append(
+                Answer(self.evidence.surface(evidence[0]), ids, float(phrases.scores[rank]), evidence, parts)
+            )
         return answers
+
+
+def token_frequency(folder: Path, corpus: Corpus, vocab_size: int) -> tuple[np.ndarray, int]:
+    """(token_df (V,), blocks) of an index: its ``token_df.npy``, or counted now for an index built
+    before evidence scoring (one vectorised pass over its tokens)."""
+    blocks = len(corpus.offsets) - 1
+    if (folder / "token_df.npy").exists():
+        return np.load(folder / "token_df.npy"), blocks
+    log.info("index %s has no token_df.npy (built by an earlier package): counting it now", folder)
+    return block_frequency(corpus.tokens, corpus.offsets, vocab_size).df, blocks
+
+
+def ranker_of(encoder: str) -> Ranker:
+    """The evidence-scoring weights of an encoder: its folder's ``ranker.json``, else the shipped
+    encoder's (the evidence features mean the same for any encoder; fit one with ``bench/ranker.py``)."""
+    own = Path(local_model_dir(encoder)) / RANKER_FILE
+    if own.exists():
+        return Ranker.load(own)
+    shipped = Path(default_encoder_path()) / RANKER_FILE
+    log.info("encoder %s has no %s: evidence scoring uses the shipped encoder's (%s)", encoder, RANKER_FILE, shipped)
+    return Ranker.load(shipped)
 
 
 def stored_vectors(index: IndexSnapshot) -> DatastoreRows | None:

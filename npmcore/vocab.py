@@ -9,7 +9,8 @@ function word. These tables answer both for any fast tokenizer, WordPiece and BP
 * special, punctuation and whitespace tokens always start a word, and so does the token
   right after one (RoBERTa writes "(hello" as "Ġ(", "hello");
 * ``stop``: punctuation, or a piece spelling one of :data:`FUNCTION_WORDS` (it counts
-  where the piece is a whole word).
+  where the piece is a whole word);
+* ``sentence_end``: a piece of ".", "!" and "?" only (evidence scoring reads sentences by it).
 """
 
 import functools
@@ -60,6 +61,7 @@ class VocabTables:
     stop: (
         np.ndarray
     )  # (V,) bool: punctuation, or a piece spelling a function word; it counts where the piece is a whole word
+    sentence_end: np.ndarray  # (V,) bool: a piece of ".", "!" and "?" only
 
 
 def vocab_tables(tokenizer: PreTrainedTokenizerFast) -> VocabTables:
@@ -74,6 +76,7 @@ def _vocab_tables(tokenizer: PreTrainedTokenizerFast, size: int) -> VocabTables:
     special = np.zeros(size, dtype=bool)
     special[tokenizer.all_special_ids] = True
     word_start, boundary, stop = special.copy(), special.copy(), np.zeros(size, dtype=bool)
+    sentence_end = np.zeros(size, dtype=bool)
     for i, piece in enumerate(tokenizer.convert_ids_to_tokens(list(range(size)))):
         if special[i]:
             continue
@@ -89,4 +92,5 @@ def _vocab_tables(tokenizer: PreTrainedTokenizerFast, size: int) -> VocabTables:
         word_start[i] = punctuation or not continuation
         boundary[i] = punctuation
         stop[i] = punctuation or core.lower() in FUNCTION_WORDS  # a stopword where the piece is a whole word
-    return VocabTables(special, word_start, boundary, stop)
+        sentence_end[i] = bool(core) and not core.strip(".!?")
+    return VocabTables(special, word_start, boundary, stop, sentence_end)

@@ -12,6 +12,7 @@ from npmcore.evaluation.tasks import Split, Task, load_task
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.knnlm import KNN_BACKOFF, MaskedLMHead, MaskedSystem, searchers
 from npmcore.plots import bar_plot
+from npmcore.ranking import Ranker
 from npmcore.snapshots import open_index
 from npmcore.tracking import log_snapshot_input, tracking
 from tasks import HOUR, inputs_and_version, link_runs
@@ -51,19 +52,20 @@ def load_task_examples(name: str, limit: int | None, seed: int, data: str | None
 
 @task(name="evaluate-run", cache_key_fn=inputs_and_version, persist_result=True, timeout_seconds=6 * HOUR)
 def evaluate_run_task(
-    evaluated: Task, index: str, system: System, config: InferenceConfig, settings: RunSettings
+    evaluated: Task, index: str, system: System, config: InferenceConfig, settings: RunSettings, ranker: str
 ) -> Result:
     """Run the task against the index inside one MLflow run (its duration is the evaluation's):
     lineage params, the index and corpus as dataset inputs, score, predictions and, for LAMA,
-    the accuracy by answer length. The same inputs (index snapshots are immutable) give the
-    cached result."""
+    the accuracy by answer length. ``ranker``: the weights of evidence scoring (JSON of
+    :class:`~npmcore.ranking.Ranker`), logged with open-set runs that use them. The same inputs
+    (index snapshots are immutable) give the cached result."""
     snapshot = open_index(index)
     run_name = f"{evaluated.name}/{system}/tau={config.tau:g}"
     with tracking(settings.tracking_uri, settings.experiment), mlflow.start_run(run_name=run_name, nested=True):
         link_runs(settings.tracking_uri)
         log_snapshot_input("index", index, "evaluation")
         log_snapshot_input("corpus", snapshot.corpus, "evaluation")
-        npm = NPM(index, encoder=settings.encoder)
+        npm = NPM(index, encoder=settings.encoder, ranker=Ranker.from_json(ranker))
         result = run_task(evaluated, npm, system, config, calibrate=settings.calibrate)
         mlflow.log_params({
             "model": settings.model or snapshot.manifest.config["encoder"], "model_version": settings.model_version,
@@ -75,7 +77,12 @@ def evaluate_run_task(
             "corpus_tokens": snapshot.manifest.counts["tokens"], "k": config.k, "tau": config.tau,
             "restrict": system != "npm-no-bm25", "calibrate": settings.calibrate and evaluated.domain is not None,
             "content_words": config.content_words, "exclude_query_words": config.exclude_query_words,
+            "scoring": config.scoring,
         })  # fmt: skip
+        if evaluated.kind == "open" and system != "npm-single" and config.scoring == "evidence":
+            ranker = json.loads(npm.ranker.to_json())
+            mlflow.log_params({f"ranker.{k}": v for k, v in {**ranker["phrase"], **ranker["position"]}.items()})
+            mlflow.log_dict(ranker, "ranker.json")
         copies = {} if result.query_copy_rate is None else {"query_copy_rate": result.query_copy_rate}
         mlflow.log_metrics({result.metric: result.score, "n": result.n, **result.notes, **copies})
         mlflow.log_text("".join(json.dumps(r.__dict__) + "\n" for r in result.records), "predictions.jsonl")

@@ -56,7 +56,9 @@ def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path, prefect_server):
     assert run.data.metrics["exact_match"] == 0.5 and run.data.params["index"] == flat.url
     assert run.data.metrics["query_copy_rate"] == result.query_copy_rate
     assert run.data.params["encoder_fingerprint"] == flat.manifest.config["encoder_fingerprint"]
-    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["predictions.jsonl"]
+    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["predictions.jsonl", "ranker.json"]
+    assert run.data.params["scoring"] == "evidence"  # and the weights it ranked with, as params and a file
+    assert float(run.data.params["ranker.left_share"]) == flat.ranker.position[0]
     single = runner.invoke(
         app,
         [
@@ -173,6 +175,7 @@ def test_evaluate_flow_runs_systems_temperatures_and_exact_search(flat, tmp_path
         assert {a.path for a in client.list_artifacts(run.info.run_id)} == {
             "predictions.jsonl",
             "accuracy_by_answer_length.png",
+            "ranker.json",
         }
     bad = runner.invoke(app, ["eval", "--suite", "slow", "--index", flat.url])
     assert bad.exit_code == 2 and "unknown suite 'slow'" in bad.output

@@ -41,7 +41,7 @@ def stored(news_store) -> list[np.ndarray]:
 
 def test_flat_pipeline_equals_brute_force(flat, news_store, stored, tokenizer):
     blocks = corpus_blocks(news_store.corpus)
-    config = InferenceConfig(k=200, l_max=10, tau=1.0, restrict=False, answers=5)  # query words excluded
+    config = InferenceConfig(k=200, l_max=10, tau=1.0, restrict=False, answers=5, scoring="npm")  # query words out
     q = flat.encode_queries(QUERIES, 2)
     for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
         reference = brute_force(
@@ -62,7 +62,7 @@ def test_flat_pipeline_equals_brute_force(flat, news_store, stored, tokenizer):
 
 def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat, news_store, stored, tokenizer):
     blocks = corpus_blocks(news_store.corpus)
-    config = InferenceConfig(restrict=True, passages=3, tau=2.0)
+    config = InferenceConfig(restrict=True, passages=3, tau=2.0, scoring="npm")
     q = flat.encode_queries(QUERIES, 2)
     for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
         top = flat.bm25_blocks(query, 3)
@@ -76,8 +76,10 @@ def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat
         assert {e.block for a in answers for e in a.evidence} <= set(top)
 
 
-def test_phrases_rank_every_candidate_and_predict_answers_with_their_top(flat):
-    for config in (InferenceConfig(restrict=True, answers=5), InferenceConfig(k=200, restrict=False, answers=5)):
+@pytest.mark.parametrize("scoring", ["evidence", "npm"])
+def test_phrases_rank_every_candidate_and_predict_answers_with_their_top(flat, scoring):
+    configs = (InferenceConfig(restrict=True, answers=5), InferenceConfig(k=200, restrict=False, answers=5))
+    for config in (replace(c, scoring=scoring) for c in configs):
         ranked = flat.phrases(QUERIES, config)
         for phrases, answers in zip(ranked, flat.predict(QUERIES, config), strict=True):
             assert len(phrases.scores) > len(answers) == 5
@@ -94,7 +96,7 @@ def words(query: str) -> frozenset[str]:
 
 def test_answers_repeat_the_query_only_when_allowed(flat, news_store, stored, tokenizer):
     blocks = corpus_blocks(news_store.corpus)
-    config = InferenceConfig(restrict=True, passages=3, answers=30, exclude_query_words=False)
+    config = InferenceConfig(restrict=True, passages=3, answers=30, exclude_query_words=False, scoring="npm")
     q = flat.encode_queries(QUERIES, 2)
     allowed = flat.predict(QUERIES, config)
     for query, answers, (q_start, q_end) in zip(QUERIES, allowed, q, strict=True):

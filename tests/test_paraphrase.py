@@ -135,6 +135,7 @@ def test_summarize():
         "rank_at_1": 0.25,
         "rank_le_3": 0.5,
         "rank_le_10": 0.5,
+        "exact_match_by_kind": {"name": 0.5, "number": 0.0, "date": 0.0},
     }
     confusion = summary["top1_kind_vs_gold"]
     assert list(confusion) == list(KINDS) and all(list(row) == list(KINDS) for row in confusion.values())

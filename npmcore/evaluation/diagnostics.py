@@ -95,8 +95,9 @@ class Diagnosis:
 def summarize(diagnoses: Sequence[Diagnosis]) -> dict:
     """Aggregate figures: ``n``, ``exact_match``, ``answer_in_candidates`` (share of facts whose
     gold is a candidate), ``rank_median`` (over those facts; None without any), ``rank_at_1``,
-    ``rank_le_3``, ``rank_le_10`` (shares of all facts) and ``top1_kind_vs_gold``
-    (``{gold kind: {top-1 kind: count}}``, every kind listed)."""
+    ``rank_le_3``, ``rank_le_10`` (shares of all facts), ``exact_match_by_kind`` (``{gold kind:
+    exact match}``, the kinds the facts have) and ``top1_kind_vs_gold`` (``{gold kind: {top-1 kind:
+    count}}``, every kind listed)."""
     if not diagnoses:
         raise ValueError("no diagnoses to summarize")
     n = len(diagnoses)
@@ -112,5 +113,10 @@ def summarize(diagnoses: Sequence[Diagnosis]) -> dict:
         "rank_at_1": round(sum(r == 1 for r in ranks) / n, 4),
         "rank_le_3": round(sum(r <= 3 for r in ranks) / n, 4),
         "rank_le_10": round(sum(r <= 10 for r in ranks) / n, 4),
+        "exact_match_by_kind": {
+            kind: round(statistics.mean(d.exact for d in diagnoses if d.gold_kind == kind), 4)
+            for kind in KINDS
+            if any(d.gold_kind == kind for d in diagnoses)
+        },
         "top1_kind_vs_gold": confusion,
     }
