@@ -105,3 +105,48 @@ def unique_articles(pages: list, kept: list | None = None) -> list:
         kept.append(page)
         new.append(page)
     return new
+
+
+def evidence_features(blocks, offsets, span, query_ids, mask_id, tables, idf, run, window, near):
+    """The position features of evidence scoring (left_share, right_share, near, sentence, window) of
+    one span (global first, last), by walking the passage token by token (npmcore.ranking's rules)."""
+    first, last = span
+    b = int(np.searchsorted(offsets, first, side="right") - 1)
+    toks = blocks[b]
+    p0, p1 = first - offsets[b], last - offsets[b]
+    masks = [i for i, t in enumerate(query_ids) if t == mask_id]
+    before = [t for t in query_ids[: masks[0]] if not tables.special[t]]
+    after = [t for t in query_ids[masks[-1] + 1 :] if not tables.special[t]]
+
+    def share(passage_side, query_side):
+        query_side = query_side[:run]
+        matched = 0.0
+        for seen, wanted in zip(passage_side, query_side):
+            if seen != wanted:
+                break
+            matched += idf[wanted]
+        return matched / (sum(idf[t] for t in query_side) + 1.0)
+
+    left = [toks[p0 - d] for d in range(1, run + 1) if p0 - d >= 0]
+    right = [toks[p1 + d] for d in range(1, run + 1) if p1 + d < len(toks)]
+    words = {t for t in before + after if not tables.stop[t]}
+    total = sum(idf[t] for t in words)
+    out = [share(left, before[::-1]), share(right, after), 0.0, 0.0, 0.0]
+    if not words or total <= 0:
+        return out
+    for t in words:
+        distances, in_sentence = [], False
+        for d in range(1, window + 1):
+            for pos, inside in ((p0 - d, range(1, d + 1)), (p1 + d, range(1, d))):
+                if not 0 <= pos < len(toks) or toks[pos] != t:
+                    continue
+                distances.append(d)
+                step = -1 if pos < p0 else 1
+                base = p0 if pos < p0 else p1
+                if not any(tables.sentence_end[toks[base + step * k]] for k in inside):
+                    in_sentence = True
+        if distances:
+            out[2] += idf[t] * math.exp(-(min(distances) - 1) / near) / total
+            out[3] += idf[t] * in_sentence / total
+            out[4] += idf[t] / total
+    return out
