@@ -1,14 +1,16 @@
 """Benchmark: the query service (``npmcore api``) under load, and while its index is swapped.
 
-Usage: python bench/serve.py [--store npm-store] [--requests 48] [--concurrency 1 4 16]
+Usage: python bench/serve.py [--store npm-store] [--requests 48] [--concurrency 1 4 16] [--scoring evidence|npm]
 
 Starts ``npmcore api`` on a loopback port over the store's serving index (the demo store by
 default: run ``make demo`` first), then drives it with an asyncio + httpx load generator: each of
 C clients sends real cloze queries (``bench/data/cloze-test.jsonl``, one query a request) one after
-the other, ``--requests`` per client, at each ``--concurrency``. Then a second real index of the
-same datastore is built (the default factory trained on another sample size), and while 4 clients
-keep querying, the serving pointer is moved to it and back (``npmcore.serving``): each move counts
-once the service reports the new index. The service's RSS is sampled throughout.
+the other, ``--requests`` per client, at each ``--concurrency``, ranked by ``--scoring`` (the
+service's default, evidence, or the paper's npm: the cost of reading the evidence is the
+difference). Then a second real index of the same datastore is built (the default factory trained
+on another sample size), and while 4 clients keep querying, the serving pointer is moved to it and
+back (``npmcore.serving``): each move counts once the service reports the new index. The
+service's RSS is sampled throughout.
 Last line, one JSON object: ``{"p50_ms_c1", "p99_ms_c1", "qps_c1", "qps_c4", "qps_c16", "p99_ms_c16",
 "errors", "swaps", "swap_errors", "p99_ms_during_swap", "rss_mb_steady", "rss_mb_swap_peak"}``.
 """
@@ -42,7 +44,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-async def drive(url: str, queries: list[str], clients: int, per_client: int) -> tuple[list[float], int, float]:
+async def drive(
+    url: str, queries: list[str], clients: int, per_client: int, scoring: str
+) -> tuple[list[float], int, float]:
     """Latencies (ms) of ``clients`` concurrent clients each sending ``per_client`` requests; errors; seconds."""
     latencies, errors = [], 0
 
@@ -51,7 +55,8 @@ async def drive(url: str, queries: list[str], clients: int, per_client: int) -> 
         for i in range(per_client):
             query = queries[(n * per_client + i) % len(queries)]
             start = time.perf_counter()
-            response = await http.post(f"{url}/v1/predict", json={"queries": [query], "evidence": 1})
+            request = {"queries": [query], "evidence": 1, "scoring": scoring}
+            response = await http.post(f"{url}/v1/predict", json=request)
             latencies.append(1000 * (time.perf_counter() - start))
             errors += response.status_code != 200 or not response.json()["results"][0]["answers"]
 
@@ -109,6 +114,7 @@ def main() -> None:
     parser.add_argument("--store", default=str(ROOT / "npm-store"), help="a store with an index (make demo)")
     parser.add_argument("--requests", type=int, default=48, help="requests per client at each concurrency")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
+    parser.add_argument("--scoring", choices=["evidence", "npm"], default="evidence")
     args = parser.parse_args()
 
     from npmcore.serving import read_serving, serving_index, set_serving
@@ -127,10 +133,10 @@ def main() -> None:
         set_serving(store, first, "bench/serve.py")
         wait_ready(url, server)
         rss = Rss(server.pid)
-        asyncio.run(drive(url, queries, 4, 8))  # warm
+        asyncio.run(drive(url, queries, 4, 8, args.scoring))  # warm
         errors = 0
         for clients in args.concurrency:
-            latencies, failed, seconds = asyncio.run(drive(url, queries, clients, args.requests))
+            latencies, failed, seconds = asyncio.run(drive(url, queries, clients, args.requests, args.scoring))
             errors += failed
             result |= {
                 f"p50_ms_c{clients}": round(float(np.percentile(latencies, 50)), 1),
@@ -156,7 +162,7 @@ def main() -> None:
         async def measured() -> None:
             nonlocal swap_latencies, swap_errors
             task = asyncio.create_task(swapping())
-            latencies, failed, _ = await drive_until(url, queries, 4, task)
+            latencies, failed, _ = await drive_until(url, queries, 4, task, args.scoring)
             swap_latencies, swap_errors = latencies, failed
 
         asyncio.run(measured())
@@ -178,7 +184,7 @@ def main() -> None:
 
 
 async def drive_until(
-    url: str, queries: list[str], clients: int, until: asyncio.Task
+    url: str, queries: list[str], clients: int, until: asyncio.Task, scoring: str
 ) -> tuple[list[float], int, float]:
     """Like :func:`drive`, until the task ``until`` is done."""
     latencies, errors = [], 0
@@ -191,7 +197,8 @@ async def drive_until(
             i += 1
             start = time.perf_counter()
             try:
-                response = await http.post(f"{url}/v1/predict", json={"queries": [query], "evidence": 1})
+                request = {"queries": [query], "evidence": 1, "scoring": scoring}
+                response = await http.post(f"{url}/v1/predict", json=request)
                 errors += response.status_code != 200
             except httpx.TransportError:
                 errors += 1
