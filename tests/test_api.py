@@ -73,6 +73,33 @@ def test_the_service_answers_with_evidence_and_says_what_it_serves(client, store
     assert 'id="query"' in client.get("/").text  # the page's query box
 
 
+def test_predict_ranks_by_evidence_or_by_npm_and_explains_its_scores(client, store):
+    from npmcore.inference import NPM, InferenceConfig
+    from npmcore.ranking import FEATURE_NAMES
+
+    npm = NPM(store[1])
+    for scoring in ("evidence", "npm"):
+        body = {"queries": [QUERY], "answers": 3, "scoring": scoring, "explain": True}
+        (result,) = client.post("/v1/predict", json=body).json()["results"]
+        expected = npm.predict([QUERY], InferenceConfig(answers=3, scoring=scoring))[0]
+        assert [a["text"] for a in result["answers"]] == [a.text for a in expected]
+        for answer in result["answers"]:
+            parts = answer["parts"]
+            assert (parts is None) if scoring == "npm" else set(parts) == set(FEATURE_NAMES)
+    (plain,) = client.post("/v1/predict", json={"queries": [QUERY]}).json()["results"]
+    assert all("parts" not in answer for answer in plain["answers"])  # only when asked
+
+
+def test_the_page_names_every_part_of_a_score():
+    import re
+
+    from npmcore.api import PAGE
+    from npmcore.ranking import FEATURE_NAMES
+
+    labels = re.search(r"const PARTS = \{(.*?)\};", PAGE.read_text(encoding="utf-8"), re.S).group(1)
+    assert sorted(re.findall(r"(\w+): \"", labels)) == sorted(FEATURE_NAMES)
+
+
 @pytest.mark.parametrize(
     ("body", "error"),
     [
@@ -83,6 +110,7 @@ def test_the_service_answers_with_evidence_and_says_what_it_serves(client, store
         ({"queries": ["x" * 1001 + " [MASK]"]}, "queries.0: longer than 1000 characters"),
         ({"queries": [QUERY] * 33}, "queries: at most 32 a request"),
         ({"queries": [QUERY], "k": 0}, "k: Input should be greater than or equal to 1"),
+        ({"queries": [QUERY], "scoring": "bm25"}, "scoring: Input should be 'npm' or 'evidence'"),
         (b"{not json", "body: not valid JSON"),
     ],
 )
@@ -225,5 +253,6 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
     marks = Marks()
     marks.feed(dom.stdout)
     assert marks.marks == [answer["text"] for answer in expected["results"][0]["answers"]]
+    assert dom.stdout.count('<details class="why">') == len(marks.marks)  # each answer says why it won
     assert "Serving " in dom.stdout and first.rsplit("/", 1)[1] in dom.stdout  # the footer names the index
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
