@@ -16,6 +16,8 @@ from mlflow.tracking._model_registry import utils as _registry_utils
 from mlflow.tracking._tracking_service import utils as _tracking_utils
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from npmcore.ranking import RANKER_FILE
+
 log = logging.getLogger(__name__)
 
 REGISTERED_MODEL = "npm-encoder"
@@ -157,7 +159,8 @@ def register_checkpoint(run_dir: str, uri: str, experiment: str, alias: str | No
 
 def register_encoder(folder: str, uri: str, experiment: str, alias: str | None = None) -> str:
     """Log an encoder folder (e.g. returned by a GPU run, weights in parts) in a new MLflow run;
-    its ``training.json`` (config and metrics, written beside the weights) becomes params and metrics."""
+    its ``training.json`` (config and metrics, written beside the weights) becomes params and metrics,
+    and its evidence-scoring weights (``ranker.json``) an artifact that :func:`export_encoder` brings back."""
     import json
 
     from npmcore.encoder import load_masked_lm
@@ -169,22 +172,28 @@ def register_encoder(folder: str, uri: str, experiment: str, alias: str | None =
             training = json.loads(summary.read_text())
             log_config(training["config"], folder)
             mlflow.log_metrics({k: float(v) for k, v in training["metrics"].items()})
+        if Path(folder, RANKER_FILE).exists():
+            mlflow.log_artifact(str(Path(folder, RANKER_FILE)))
         return log_encoder(tokenizer, model, alias)
 
 
 def export_encoder(model_uri: str, store: str) -> str:
     """Copy a registered encoder (``models:/npm-encoder@champion``, ``models:/npm-encoder/3``)
     out of MLflow into an encoder snapshot ``{store}/encoder/{weights digest}`` that every
-    worker can load like any Hugging Face model folder; returns its URL (reused when there)."""
+    worker can load like any Hugging Face model folder, with the ``ranker.json`` its run logged
+    (:func:`register_encoder`); returns its URL (reused when there)."""
     import tempfile
 
     from npmcore.encoder import encoder_fingerprint
     from npmcore.snapshots import ENCODER
     from npmcore.storage import Manifest, SnapshotWriter, existing_snapshot, snapshot_url
 
+    client = MlflowClient()
     if "@" in model_uri:  # a missing alias gets a message that says how to make it
         name, alias = model_uri.removeprefix("models:/").split("@", 1)
-        _version_by_alias(MlflowClient(), name, alias)
+        version = _version_by_alias(client, name, alias)
+    else:
+        version = client.get_model_version(*model_uri.removeprefix("models:/").rsplit("/", 1))
     try:
         components = mlflow.transformers.load_model(model_uri, return_type="components")
     except mlflow.exceptions.MlflowException as e:
@@ -199,6 +208,8 @@ def export_encoder(model_uri: str, store: str) -> str:
     with tempfile.TemporaryDirectory() as tmp, SnapshotWriter(store, ENCODER, snap_id) as writer:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        if version.run_id and RANKER_FILE in {a.path for a in client.list_artifacts(version.run_id)}:
+            mlflow.artifacts.download_artifacts(run_id=version.run_id, artifact_path=RANKER_FILE, dst_path=tmp)
         for path in sorted(Path(tmp).iterdir()):
             with open(path, "rb") as src:
                 data = src.read()

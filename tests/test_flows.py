@@ -128,3 +128,18 @@ def test_train_params_keep_the_presets_masking_unless_overridden():
     assert TrainParams(store="/tmp/unused").config("corpus", None).masking == MaskingConfig()
     short = TrainParams(store="/tmp/unused", preset="cpu-quality", steps=8).config("corpus", "models-folder")
     assert (short.steps, short.warmup_steps, short.encoder) == (8, 1, "models-folder")  # the preset's warm-up share
+
+
+def test_a_registered_encoder_brings_its_evidence_weights_back_when_exported(tmp_path):
+    from npmcore.encoder import default_encoder_path
+    from npmcore.ranking import RANKER_FILE
+    from npmcore.storage import local_folder
+    from npmcore.tracking import export_encoder, register_encoder, tracking
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    model_uri = register_encoder(str(default_encoder_path()), uri, "test-train", alias="champion")
+    with tracking(uri, None):
+        exported = export_encoder("models:/npm-encoder@champion", str(tmp_path / "store"))
+    assert model_uri == "models:/npm-encoder/1"
+    shipped = (default_encoder_path() / RANKER_FILE).read_text()
+    assert (local_folder(exported) / RANKER_FILE).read_text() == shipped
