@@ -68,7 +68,7 @@ from npmcore.ranking import (
     query_context,
     rank_phrases,
 )
-from npmcore.rarity import block_frequency
+from npmcore.rarity import block_frequency, token_kinds
 from npmcore.snapshots import DatastoreRows, IndexSnapshot, open_corpus, open_index
 from npmcore.storage import SnapshotError, local_folder
 from npmcore.vocab import content_words_of, vocab_tables
@@ -127,7 +127,7 @@ class NPM:
             search (``restrict=False``, closed-set ``classify``) is refused.
         cache: local folder for copies of remote snapshots (default: :func:`npmcore.storage.cache_dir`).
         ranker: the weights of evidence scoring; None = the encoder's ``ranker.json``, else the shipped
-            encoder's (:func:`ranker_of`).
+            encoder's (:func:`ranker_of`), read when evidence scoring first needs them.
     """
 
     def __init__(
@@ -152,7 +152,8 @@ class NPM:
             tables=vocab_tables(self.tokenizer),
         )
         self.idf = idf_of(*token_frequency(local, self.corpus, len(self.tokenizer)))
-        self.ranker = ranker or ranker_of(self.encoder_source)
+        self._ranker = ranker
+        self._kinds = token_kinds(self.tokenizer)
         self.evidence = EvidenceReader(self.index_snapshot, self.tokenizer, self.corpus)
         self.bm25_dir = local / "bm25" if self.manifest.config["bm25"] else None
         self._bm25: bm25.BM25Searcher | None = None
@@ -161,6 +162,11 @@ class NPM:
         self._word_words = functools.lru_cache(maxsize=1 << 16)(
             lambda ids: content_words_of(self.tokenizer.decode(list(ids), skip_special_tokens=True))
         )
+
+    @functools.cached_property
+    def ranker(self) -> Ranker:
+        """The weights of evidence scoring (the one given, else :func:`ranker_of` the encoder)."""
+        return self._ranker or ranker_of(self.encoder_source)
 
     # --- queries ------------------------------------------------------------------------
 
@@ -246,7 +252,7 @@ class NPM:
         return Candidates(
             phrases,
             phrase_features(phrases, self.idf),
-            position_features(self.corpus, spans, context, self.idf, first, last, config.tau),
+            position_features(self.corpus, spans, context, self.idf, first, last, config.tau, self._kinds),
         )
 
     def predict_tokens(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> list[list[Answer]]:

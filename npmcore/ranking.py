@@ -20,7 +20,10 @@ Per position (a candidate's occurrence, ``spans`` row), against the query's toke
   :data:`WINDOW` tokens with weight ``exp(-(distance - 1) / NEAR)``, ``sentence`` anywhere in the
   occurrence's sentence (up to the nearest ".", "!" or "?" on either side, within the window),
   ``window`` anywhere within the window;
-* ``start_sim`` / ``end_sim``: NPM's own similarities of its first and last token, divided by τ.
+* ``start_sim`` / ``end_sim``: NPM's own similarities of its first and last token, divided by τ;
+* ``cuts_number``: the occurrence cuts a date or number in two: its last (first) token is a date or
+  a number (:func:`npmcore.rarity.token_kinds`) and so is the token after (before) it, or the one
+  after a punctuation mark there ("December 21" of "December 21, 1968", "17" of "17 August 1945").
 
 Per phrase: ``npm`` (the log of NPM's score, its positions' summed exp scores normalised over the
 candidates), ``positions`` (the log of how many positions spell it), ``tokens`` (its length) and
@@ -40,13 +43,23 @@ from pathlib import Path
 import numpy as np
 
 from npmcore.phrases import Corpus, Phrases
+from npmcore.rarity import OTHER
 
 RUN = 16  # longest context run compared, in tokens
 SHARE_SMOOTHING = 1.0  # added to a query side's IDF sum: a side of punctuation alone shares next to nothing
 WINDOW = 48  # tokens on each side of an occurrence searched for the query's words
 NEAR = 3.0  # tokens: the decay of the near feature
 PHRASE_FEATURES = ("npm", "positions", "tokens", "idf")
-POSITION_FEATURES = ("left_share", "right_share", "near", "sentence", "window", "start_sim", "end_sim")
+POSITION_FEATURES = (
+    "left_share",
+    "right_share",
+    "near",
+    "sentence",
+    "window",
+    "start_sim",
+    "end_sim",
+    "cuts_number",
+)
 FEATURE_NAMES = (*PHRASE_FEATURES, *POSITION_FEATURES)
 RANKER_FILE = "ranker.json"
 
@@ -95,6 +108,7 @@ def position_features(
     sim_first: np.ndarray,
     sim_last: np.ndarray,
     tau: float,
+    kinds: np.ndarray,
 ) -> np.ndarray:
     """(n, len(POSITION_FEATURES)) features of each candidate position (module docstring).
 
@@ -102,6 +116,7 @@ def position_features(
         spans: (n, 2) candidate positions [first, last] (global token ids, inside one block each).
         idf: (V,) the corpus's token IDF (:func:`idf_of`).
         sim_first, sim_last: (n,) NPM's similarities of each position's first and last token.
+        kinds: (V,) the tokenizer's token kinds (:func:`npmcore.rarity.token_kinds`).
     """
     n = len(spans)
     out = np.zeros((n, len(POSITION_FEATURES)))
@@ -130,7 +145,19 @@ def position_features(
     )
     out[:, 5] = sim_first / tau
     out[:, 6] = sim_last / tau
+    numeric = np.r_[kinds != OTHER, False]  # a token id, or -1 (outside the block): a date or a number
+    punctuation = np.r_[corpus.tables.boundary, False]
+    tokens = np.asarray(corpus.tokens[spans.ravel()], dtype=np.int64).reshape(spans.shape)
+    out[:, 7] = (numeric[tokens[:, 1]] & _numeric_next(right, numeric, punctuation)) | (
+        numeric[tokens[:, 0]] & _numeric_next(left, numeric, punctuation)
+    )
     return out
+
+
+def _numeric_next(side: np.ndarray, numeric: np.ndarray, punctuation: np.ndarray) -> np.ndarray:
+    """(n,) the nearest token of ``side`` (nearest first, -1 outside), or the one after a punctuation
+    mark there, is a date or a number."""
+    return numeric[side[:, 0]] | (punctuation[side[:, 0]] & numeric[side[:, 1]])
 
 
 def _tokens_at(corpus: Corpus, pos: np.ndarray, inside: np.ndarray) -> np.ndarray:

@@ -107,9 +107,10 @@ def unique_articles(pages: list, kept: list | None = None) -> list:
     return new
 
 
-def evidence_features(blocks, offsets, span, query_ids, mask_id, tables, idf, run, window, near):
-    """The position features of evidence scoring (left_share, right_share, near, sentence, window) of
-    one span (global first, last), by walking the passage token by token (npmcore.ranking's rules)."""
+def evidence_features(blocks, offsets, span, query_ids, mask_id, tables, idf, run, window, near, numeric):
+    """The position features of evidence scoring but NPM's similarities (left_share, right_share, near,
+    sentence, window; cuts_number) of one span (global first, last), by walking the passage token by
+    token (npmcore.ranking's rules); ``numeric``: (V,) bool, the token is a date or a number."""
     first, last = span
     b = int(np.searchsorted(offsets, first, side="right") - 1)
     toks = blocks[b]
@@ -129,11 +130,19 @@ def evidence_features(blocks, offsets, span, query_ids, mask_id, tables, idf, ru
 
     left = [toks[p0 - d] for d in range(1, run + 1) if p0 - d >= 0]
     right = [toks[p1 + d] for d in range(1, run + 1) if p1 + d < len(toks)]
+
+    def continued(end, side):  # the date or number at the span's end goes on past it
+        after = side[:2]
+        return bool(numeric[end]) and bool(
+            after and (numeric[after[0]] or (tables.boundary[after[0]] and len(after) > 1 and numeric[after[1]]))
+        )
+
+    cuts = float(continued(toks[p1], right) or continued(toks[p0], left))
     words = {t for t in before + after if not tables.stop[t]}
     total = sum(idf[t] for t in words)
     out = [share(left, before[::-1]), share(right, after), 0.0, 0.0, 0.0]
     if not words or total <= 0:
-        return out
+        return out + [cuts]
     for t in words:
         distances, in_sentence = [], False
         for d in range(1, window + 1):
@@ -149,4 +158,4 @@ def evidence_features(blocks, offsets, span, query_ids, mask_id, tables, idf, ru
             out[2] += idf[t] * math.exp(-(min(distances) - 1) / near) / total
             out[3] += idf[t] * in_sentence / total
             out[4] += idf[t] / total
-    return out
+    return out + [cuts]

@@ -24,6 +24,7 @@ from npmcore.ranking import (
     query_context,
     rank_phrases,
 )
+from npmcore.rarity import OTHER, token_kinds
 from npmcore.snapshots import iter_shards, read_blocks
 from npmcore.vocab import vocab_tables
 
@@ -48,18 +49,22 @@ def vectors(news_store) -> np.ndarray:
 def test_position_features_equal_a_walk_over_each_passage(flat, blocks, vectors, restrict):
     config = InferenceConfig(restrict=restrict, k=200, tau=2.0)
     q = flat.encode_queries(QUERIES, 2).astype(np.float64) * flat.scale
+    numeric = token_kinds(flat.tokenizer) != OTHER
+    cut = 0
     for query, found, (q_start, q_end) in zip(QUERIES, flat.candidates(QUERIES, config), q, strict=True):
         spans = found.phrases.spans
         assert len(spans) > 50 and found.positions.shape == (len(spans), len(POSITION_FEATURES))
         ids = flat._query_ids(query, 2)
         for row in range(0, len(spans), 7):  # every 7th position: a few hundred per query
             first, last = (int(x) for x in spans[row])
-            expected = evidence_features(
+            *context, cuts = evidence_features(
                 blocks, flat.corpus.offsets, (first, last), ids, flat.tokenizer.mask_token_id,
-                flat.corpus.tables, flat.idf, RUN, WINDOW, NEAR,
+                flat.corpus.tables, flat.idf, RUN, WINDOW, NEAR, numeric,
             )  # fmt: skip
-            expected += [vectors[first] @ q_start / 2.0, vectors[last] @ q_end / 2.0]
+            expected = [*context, vectors[first] @ q_start / 2.0, vectors[last] @ q_end / 2.0, cuts]
             np.testing.assert_allclose(found.positions[row], expected, rtol=1e-4, atol=1e-4)
+            cut += cuts
+    assert cut > 0  # some positions of the news cut a number or a date
 
 
 def test_phrase_features_count_positions_and_read_idf(flat):
@@ -145,8 +150,8 @@ def test_a_ranker_round_trips_through_json_and_names_what_it_lacks(tmp_path):
     path.write_text(json.dumps(broken))
     with pytest.raises(ValueError, match=r"ranker.json: not a ranker of features .* \(missing 'left_share'\)"):
         Ranker.load(path)
-    with pytest.raises(ValueError, match="needs 4 phrase and 7 position weights"):
-        Ranker(np.ones(2), np.ones(7), {})
+    with pytest.raises(ValueError, match=f"needs 4 phrase and {len(POSITION_FEATURES)} position weights"):
+        Ranker(np.ones(2), np.ones(len(POSITION_FEATURES)), {})
 
 
 @pytest.fixture(scope="module")
