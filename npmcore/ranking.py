@@ -14,16 +14,17 @@ Per position (a candidate's occurrence, ``spans`` row), against the query's toke
   tokens next to both (at most :data:`RUN` tokens) over that of the query's side, plus
   :data:`SHARE_SMOOTHING` (a side of punctuation alone shares next to nothing). A sentence copied
   word for word shares all of its words; "Albert Einstein was born in [MASK]." shares all of its
-  left side with "Albert Einstein was born in Ulm", a fifth with "Eduard, was born in Zürich";
+  left side with "Albert Einstein was born in Ulm", a third with "Eduard, was born in Zürich";
 * ``near`` / ``sentence`` / ``window``: the IDF-weighted share of the query's distinct content
   tokens found around the occurrence, each counted once: ``near`` at its closest position within
   :data:`WINDOW` tokens with weight ``exp(-(distance - 1) / NEAR)``, ``sentence`` anywhere in the
   occurrence's sentence (up to the nearest ".", "!" or "?" on either side, within the window),
   ``window`` anywhere within the window;
 * ``start_sim`` / ``end_sim``: NPM's own similarities of its first and last token, divided by τ;
-* ``cuts_number``: the occurrence cuts a date or number in two: its last (first) token is a date or
-  a number (:func:`npmcore.rarity.token_kinds`) and so is the token after (before) it, or the one
-  after a punctuation mark there ("December 21" of "December 21, 1968", "17" of "17 August 1945").
+* ``cuts_number``: the occurrence stops inside a date or a number: its last token is a date or a
+  number (:func:`npmcore.rarity.token_kinds`) and so is the token after it, or the one after a
+  punctuation mark there ("December 21" of "December 21, 1968", "17" of "17 August 1945"; a year
+  after its day and month, as LAMA asks for one, is not cut).
 
 Per phrase: ``npm`` (the log of NPM's score, its positions' summed exp scores normalised over the
 candidates), ``positions`` (the log of how many positions spell it), ``tokens`` (its length) and
@@ -147,17 +148,9 @@ def position_features(
     out[:, 6] = sim_last / tau
     numeric = np.r_[kinds != OTHER, False]  # a token id, or -1 (outside the block): a date or a number
     punctuation = np.r_[corpus.tables.boundary, False]
-    tokens = np.asarray(corpus.tokens[spans.ravel()], dtype=np.int64).reshape(spans.shape)
-    out[:, 7] = (numeric[tokens[:, 1]] & _numeric_next(right, numeric, punctuation)) | (
-        numeric[tokens[:, 0]] & _numeric_next(left, numeric, punctuation)
-    )
+    last = np.asarray(corpus.tokens[spans[:, 1]], dtype=np.int64)
+    out[:, 7] = numeric[last] & (numeric[right[:, 0]] | (punctuation[right[:, 0]] & numeric[right[:, 1]]))
     return out
-
-
-def _numeric_next(side: np.ndarray, numeric: np.ndarray, punctuation: np.ndarray) -> np.ndarray:
-    """(n,) the nearest token of ``side`` (nearest first, -1 outside), or the one after a punctuation
-    mark there, is a date or a number."""
-    return numeric[side[:, 0]] | (punctuation[side[:, 0]] & numeric[side[:, 1]])
 
 
 def _tokens_at(corpus: Corpus, pos: np.ndarray, inside: np.ndarray) -> np.ndarray:

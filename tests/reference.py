@@ -131,13 +131,13 @@ def evidence_features(blocks, offsets, span, query_ids, mask_id, tables, idf, ru
     left = [toks[p0 - d] for d in range(1, run + 1) if p0 - d >= 0]
     right = [toks[p1 + d] for d in range(1, run + 1) if p1 + d < len(toks)]
 
-    def continued(end, side):  # the date or number at the span's end goes on past it
+    def continued(end, side):  # the date or number at the span's last token goes on after it
         after = side[:2]
         return bool(numeric[end]) and bool(
             after and (numeric[after[0]] or (tables.boundary[after[0]] and len(after) > 1 and numeric[after[1]]))
         )
 
-    cuts = float(continued(toks[p1], right) or continued(toks[p0], left))
+    cuts = float(continued(toks[p1], right))
     words = {t for t in before + after if not tables.stop[t]}
     total = sum(idf[t] for t in words)
     out = [share(left, before[::-1]), share(right, after), 0.0, 0.0, 0.0]
