@@ -99,16 +99,11 @@ def main() -> None:
     kinds = {str(row["id"]): row["kind"] for row in rows}
     evaluated = load_task("cloze", limit=None, path=args.data)
     with tempfile.TemporaryDirectory() as tmp, prefect_api():
-        params = EvalParams(tasks=["cloze"], store=args.store or tmp, model=args.model, data=args.data)
+        store = args.store or tmp
+        params = EvalParams(tasks=["cloze"], store=store, model=args.model, data=args.data, scoring=args.scoring)
         index = cloze_index(evaluated, params)
         ((_, tau),) = runs_of(evaluated, params)
-        config = InferenceConfig(
-            k=params.k,
-            tau=tau,
-            content_words=params.content_words,
-            exclude_query_words=params.exclude_query_words,
-            scoring=args.scoring,
-        )
+        config = params.inference(tau)
         npm = NPM(index, encoder=resolve_encoder(params.model, params.store))
         diagnoses = diagnose(npm, evaluated, kinds, config)
     summary = summarize(diagnoses)

@@ -124,13 +124,8 @@ def main() -> None:
                 indexes[name] = task_indexes(task, cluster)[0]
         for name, task in tasks.items():
             ((_, tau),) = runs_of(task, params)
-            config = InferenceConfig(
-                k=params.k,
-                tau=tau,
-                content_words=params.content_words,
-                exclude_query_words=params.exclude_query_words,
-            )
-            sets[name] = labelled(NPM(indexes[name], encoder=encoder), task, config, 1 / len(task.examples))
+            npm = NPM(indexes[name], encoder=encoder)
+            sets[name] = labelled(npm, task, params.inference(tau), 1 / len(task.examples))
             print(f"{name}: {len(sets[name])} facts, right answer among the candidates for "
                   f"{np.mean([e.gold.any() for e in sets[name]]):.3f}", flush=True)  # fmt: skip
         pooled = [e for examples in sets.values() for e in examples]

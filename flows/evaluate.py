@@ -102,6 +102,16 @@ class EvalParams(BaseModel):
     experiment: str = Field("npm-eval", description="MLflow experiment.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
 
+    def inference(self, tau: float) -> InferenceConfig:
+        """The inference settings of this evaluation's NPM runs at temperature ``tau``."""
+        return InferenceConfig(
+            k=self.k,
+            tau=tau,
+            content_words=self.content_words,
+            exclude_query_words=self.exclude_query_words,
+            scoring=self.scoring,
+        )
+
     @field_validator("lambdas")
     @classmethod
     def _lambdas(cls, value: list[float]) -> list[float]:
@@ -246,13 +256,7 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
                 for system, tau in runs_of(evaluated, params):
                     if index == exact and evaluated.kind == "open" and system != "npm-no-bm25":
                         continue  # BM25-restricted systems score exactly already: no FAISS search involved
-                    config = InferenceConfig(
-                        k=params.k,
-                        tau=tau,
-                        content_words=params.content_words,
-                        exclude_query_words=params.exclude_query_words,
-                        scoring=params.scoring,
-                    )
+                    config = params.inference(tau)
                     result = evaluate_run_task(evaluated, index, system, config, settings, ranker_json(index, settings))
                     rows.append(
                         EvalRow(
