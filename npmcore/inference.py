@@ -9,8 +9,10 @@ product ``q·E(c) / sqrt(d)``.
   FAISS index (its shortlist of k x rerank re-scored with the datastore's exact vectors),
   candidate spans around them (:mod:`npmcore.phrases`), each candidate's first and last
   token scored with the datastore's vectors (decoded from the index's codes when the
-  datastore is gone), phrases ranked by summed exp scores (all of them, ranked:
-  :meth:`NPM.phrases`).
+  datastore is gone), phrases ranked by summed exp scores (``scoring="npm"``, the paper's) or,
+  by default, by evidence scoring (:mod:`npmcore.ranking`: those scores together with what each
+  candidate's passage says around it, weighted by the encoder's ``ranker.json``); all of them,
+  ranked: :meth:`NPM.phrases`; with their features: :meth:`NPM.candidates`.
   With ``restrict`` the search space is instead every token of the top BM25 passages,
   scored exactly (the paper's open-set setting) with their vectors read from the index's
   datastore (encoded again only for another encoder or when the datastore is gone).
