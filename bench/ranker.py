@@ -38,10 +38,10 @@ from flows.params import ClusterParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
 from npmcore.cluster import dask_cluster  # noqa: E402
 from npmcore.encoder import default_encoder_path, local_model_dir  # noqa: E402
-from npmcore.evaluation.diagnostics import answer_key  # noqa: E402
+from npmcore.evaluation.diagnostics import right_answers  # noqa: E402
 from npmcore.evaluation.tasks import Task, load_task  # noqa: E402
 from npmcore.inference import NPM, InferenceConfig  # noqa: E402
-from npmcore.ranking import RANKER_FILE, Labelled, Ranker, fit_ranker, rank_phrases  # noqa: E402
+from npmcore.ranking import RANKER_FILE, Labelled, Ranker, fit_ranker  # noqa: E402
 from npmcore.tracking import resolve_encoder, tracking, tracking_uri  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,26 +64,14 @@ def labelled(npm: NPM, task: Task, config: InferenceConfig, weight: float) -> li
     for lo in range(0, len(task.examples), BATCH):
         examples = task.examples[lo : lo + BATCH]
         for ex, candidates in zip(examples, npm.candidates([e.query for e in examples], config), strict=True):
-            golds = {answer_key(a) for a in ex.answers}
-            keys = [answer_key(npm.tokenizer.decode(ids[ids >= 0].tolist())) for ids in candidates.phrases.token_ids]
-            out.append(Labelled(candidates, np.array([k in golds for k in keys], dtype=bool), weight))
+            texts = (npm.tokenizer.decode(ids[ids >= 0].tolist()) for ids in candidates.phrases.token_ids)
+            out.append(Labelled(candidates, right_answers(texts, ex.answers), weight))
     return out
 
 
 def top1(examples: list[Labelled], ranker: Ranker | None) -> float:
     """Share of facts whose first candidate is right (NPM's order when ``ranker`` is None)."""
-    hits = []
-    for e in examples:
-        phrases = e.candidates.phrases
-        if len(phrases.scores) == 0:
-            hits.append(False)
-            continue
-        if ranker is None:
-            hits.append(bool(e.gold[0]))
-            continue
-        best = rank_phrases(e.candidates, ranker).token_ids[0]
-        hits.append(bool(e.gold[(phrases.token_ids == best).all(axis=1)].any()))
-    return float(np.mean(hits))
+    return float(np.mean([e.right_first(ranker) for e in examples]))
 
 
 def cross_validated(sets: dict[str, list[Labelled]], folds: int, l2: float) -> dict[str, float]:

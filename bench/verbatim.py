@@ -53,7 +53,9 @@ def main() -> None:
         facts = draw_facts(blocks, args.per_kind, seed, f"verbatim-{split}", exclude=used)
         used |= {f.evidence for f in facts}
         path = args.out / f"verbatim-{split}.jsonl"
-        path.write_text("".join(json.dumps(asdict(f), ensure_ascii=False) + "\n" for f in facts), encoding="utf-8")
+        partial = path.with_suffix(".jsonl.tmp")  # renamed when whole: a file there is never half written
+        partial.write_text("".join(json.dumps(asdict(f), ensure_ascii=False) + "\n" for f in facts), encoding="utf-8")
+        partial.replace(path)
         counts[split] = dict(Counter(f.kind for f in facts))
         print(f"{path}: {len(facts)} facts from {len({f.title for f in facts})} documents", flush=True)
     print(json.dumps(counts))

@@ -38,7 +38,7 @@ are fitted on dev data (:func:`fit_ranker`) and ship as ``ranker.json`` beside t
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -228,7 +228,10 @@ class Ranker:
 
     @classmethod
     def from_json(cls, text: str, source: str = "ranker") -> "Ranker":
-        data = json.loads(text)
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{source}: not a ranker, not JSON ({e})") from e
         try:
             phrase = np.array([data["phrase"][f] for f in PHRASE_FEATURES], dtype=np.float64)
             position = np.array([data["position"][f] for f in POSITION_FEATURES], dtype=np.float64)
@@ -260,7 +263,7 @@ def rank_phrases(candidates: Candidates, ranker: Ranker) -> Phrases:
     phrases, positions = candidates.phrases, candidates.positions
     m = len(phrases.scores)
     if m == 0:
-        return Phrases(**{**phrases.__dict__, "parts": np.empty((0, len(FEATURE_NAMES)))})
+        return replace(phrases, parts=np.empty((0, len(FEATURE_NAMES))))
     phrase_part = candidates.features * ranker.phrase  # (m, P)
     position_part = positions * ranker.position  # (n, Q)
     own = position_part.sum(axis=1)
@@ -301,6 +304,16 @@ class Labelled:
     candidates: Candidates
     gold: np.ndarray  # (m,) bool over candidates.phrases' rows
     weight: float = 1.0  # its share of the loss (e.g. 1 / the size of its dev set: every set counts the same)
+
+    def right_first(self, ranker: Ranker | None) -> bool:
+        """Whether the first candidate is right, ranked by ``ranker`` (None: NPM's own order)."""
+        phrases = self.candidates.phrases
+        if len(phrases.scores) == 0:
+            return False
+        if ranker is None:
+            return bool(self.gold[0])
+        best = rank_phrases(self.candidates, ranker).token_ids[0]
+        return bool(self.gold[(phrases.token_ids == best).all(axis=1)].any())
 
 
 def fit_ranker(

@@ -42,13 +42,10 @@ class TokenRarity:
 
 def corpus_rarity(blocks: Iterable[Sequence[int]], vocab_size: int) -> TokenRarity:
     """Document frequency of every token id over ``blocks`` (each block counts a token once)."""
-    df, n = np.zeros(vocab_size, dtype=np.int64), 0
-    for ids in blocks:
-        df[np.unique(np.asarray(ids, dtype=np.int64))] += 1
-        n += 1
-    if n == 0:
-        raise ValueError("no blocks to count token frequencies over")
-    return TokenRarity(df, n)
+    arrays = [np.asarray(ids, dtype=np.int64) for ids in blocks]
+    offsets = np.cumsum([0, *map(len, arrays)])
+    tokens = np.concatenate(arrays) if arrays else np.empty(0, dtype=np.int64)
+    return block_frequency(tokens, offsets, vocab_size)
 
 
 def block_frequency(tokens: np.ndarray, offsets: np.ndarray, vocab_size: int, chunk: int = 1 << 24) -> TokenRarity:

@@ -188,12 +188,9 @@ def export_encoder(model_uri: str, store: str) -> str:
     from npmcore.snapshots import ENCODER
     from npmcore.storage import Manifest, SnapshotWriter, existing_snapshot, snapshot_url
 
-    client = MlflowClient()
     if "@" in model_uri:  # a missing alias gets a message that says how to make it
         name, alias = model_uri.removeprefix("models:/").split("@", 1)
-        version = _version_by_alias(client, name, alias)
-    else:
-        version = client.get_model_version(*model_uri.removeprefix("models:/").rsplit("/", 1))
+        _version_by_alias(MlflowClient(), name, alias)
     try:
         components = mlflow.transformers.load_model(model_uri, return_type="components")
     except mlflow.exceptions.MlflowException as e:
@@ -208,8 +205,9 @@ def export_encoder(model_uri: str, store: str) -> str:
     with tempfile.TemporaryDirectory() as tmp, SnapshotWriter(store, ENCODER, snap_id) as writer:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        if version.run_id and RANKER_FILE in {a.path for a in client.list_artifacts(version.run_id)}:
-            mlflow.artifacts.download_artifacts(run_id=version.run_id, artifact_path=RANKER_FILE, dst_path=tmp)
+        run_id = mlflow.models.get_model_info(model_uri).run_id  # the run that logged it, and its ranker.json
+        if run_id and RANKER_FILE in {a.path for a in MlflowClient().list_artifacts(run_id)}:
+            mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=RANKER_FILE, dst_path=tmp)
         for path in sorted(Path(tmp).iterdir()):
             with open(path, "rb") as src:
                 data = src.read()

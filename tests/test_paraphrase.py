@@ -8,7 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from npmcore.evaluation.diagnostics import KINDS, Diagnosis, answer_key, answer_kind, gold_rank, summarize
+from npmcore.evaluation.diagnostics import (
+    KINDS,
+    Diagnosis,
+    answer_key,
+    answer_kind,
+    gold_rank,
+    right_answers,
+    summarize,
+)
 from npmcore.evaluation.metrics import normalize_answer
 from npmcore.evaluation.templates import MASK
 from npmcore.vocab import FUNCTION_WORDS, content_words_of
@@ -115,6 +123,7 @@ def test_gold_rank_matches_decoded_candidates_to_the_gold():
     assert gold_rank(candidates, ["Émile Cohl"]) == 3
     assert gold_rank(candidates, ["Cohl", "Émile Cohl"]) == 3  # the first matching candidate counts
     assert gold_rank(candidates, ["Fantasmagorie"]) is None
+    assert right_answers(candidates, ["Cohl", "Émile Cohl"]).tolist() == [False, False, True, True]
     read = []
     assert gold_rank((read.append(c) or c for c in candidates), ["known"]) == 1 and read == ["known"]
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from reference import QUERIES, corpus_blocks, evidence_features
 
-from npmcore.evaluation.diagnostics import answer_key
+from npmcore.evaluation.diagnostics import right_answers
 from npmcore.evaluation.verbatim import draw_facts
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.ranking import (
@@ -150,6 +150,9 @@ def test_a_ranker_round_trips_through_json_and_names_what_it_lacks(tmp_path):
     path.write_text(json.dumps(broken))
     with pytest.raises(ValueError, match=r"ranker.json: not a ranker of features .* \(missing 'left_share'\)"):
         Ranker.load(path)
+    path.write_text('{"phrase": ')  # cut short
+    with pytest.raises(ValueError, match=r"ranker.json: not a ranker, not JSON"):
+        Ranker.load(path)
     with pytest.raises(ValueError, match=f"needs 4 phrase and {len(POSITION_FEATURES)} position weights"):
         Ranker(np.ones(2), np.ones(len(POSITION_FEATURES)), {})
 
@@ -168,8 +171,8 @@ def news_facts(news_store):
 def labelled(npm: NPM, facts) -> list[Labelled]:
     out = []
     for fact, found in zip(facts, npm.candidates([f.query for f in facts], InferenceConfig()), strict=True):
-        keys = [answer_key(npm.tokenizer.decode(ids[ids >= 0].tolist())) for ids in found.phrases.token_ids]
-        out.append(Labelled(found, np.array([k == answer_key(fact.answers[0]) for k in keys])))
+        texts = (npm.tokenizer.decode(ids[ids >= 0].tolist()) for ids in found.phrases.token_ids)
+        out.append(Labelled(found, right_answers(texts, fact.answers)))
     return out
 
 
@@ -181,14 +184,8 @@ def test_fitted_weights_rank_the_right_answers_of_verbatim_facts_first(flat, new
     assert np.array_equal(fit_ranker(examples, steps=200).phrase, ranker.phrase)  # deterministic
 
     def top1(ranker: Ranker | None) -> float:
-        firsts = [e.gold[0] if ranker is None else _right(e, rank_phrases(e.candidates, ranker)) for e in examples]
-        return float(np.mean(firsts))
+        return float(np.mean([e.right_first(ranker) for e in examples]))
 
     assert top1(ranker) > top1(None)  # NPM's own order
     with pytest.raises(ValueError, match="no example has a right answer"):
         fit_ranker([replace(e, gold=np.zeros_like(e.gold)) for e in examples])
-
-
-def _right(example: Labelled, ranked) -> bool:
-    best = ranked.token_ids[0]
-    return bool(example.gold[(example.candidates.phrases.token_ids == best).all(axis=1)].any())

@@ -13,6 +13,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 Kind = Literal["name", "number", "date", "other"]
 KINDS: tuple[Kind, ...] = ("name", "number", "date", "other")
 
@@ -67,6 +69,12 @@ def answer_key(text: str) -> str:
     stripped = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
     spaced = "".join(" " if unicodedata.category(c).startswith("P") else c for c in stripped.lower())
     return " ".join(_ARTICLES.sub(" ", spaced).split())
+
+
+def right_answers(candidates: Iterable[str], answers: Sequence[str]) -> np.ndarray:
+    """(len(candidates),) bool: each candidate equals a gold answer under :func:`answer_key`."""
+    golds = {answer_key(a) for a in answers}
+    return np.array([answer_key(text) in golds for text in candidates], dtype=bool)
 
 
 def gold_rank(candidates: Iterable[str], answers: Sequence[str]) -> int | None:

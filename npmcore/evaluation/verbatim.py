@@ -21,7 +21,7 @@ one per sentence, never a sentence of ``exclude`` (another split's).
 import random
 import re
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 
 from npmcore.blocks import sentence_starts
 from npmcore.evaluation.diagnostics import KINDS, Kind, answer_kind
@@ -137,4 +137,4 @@ def draw_facts(
         if len(drawn[kind]) < per_kind:
             raise ValueError(f"only {len(drawn[kind])} maskable sentences of kind {kind!r}, {per_kind} asked for")
     interleaved = [fact for row in zip(*drawn.values(), strict=True) for fact in row]
-    return [Fact(**{**asdict(f), "id": f"{prefix}-{n}"}) for n, f in enumerate(interleaved, start=1)]
+    return [replace(f, id=f"{prefix}-{n}") for n, f in enumerate(interleaved, start=1)]
