@@ -77,7 +77,7 @@ def main() -> None:
 
     from npmcore.cluster import dask_client
     from npmcore.datastore import build_datastore
-    from npmcore.encoder import load_encoder
+    from npmcore.encoder import load_encoder, torch_forward
     from npmcore.faiss_index import search
     from npmcore.indexer import IndexConfig, build_index
     from npmcore.inference import NPM, InferenceConfig
@@ -103,8 +103,8 @@ def main() -> None:
                 sample.append(ids)
                 total += len(ids)
             tokenizer, model = load_encoder()
-            fwd, fp32_vectors = rate(model, tokenizer, sample)
-            int8_rate, int8_vectors = rate(torch_dynamic_int8(model), tokenizer, sample)
+            fwd, fp32_vectors = rate(model, tokenizer, sample, torch_forward(model))
+            int8_rate, int8_vectors = rate(model, tokenizer, sample, torch_forward(torch_dynamic_int8(model)))
             picked = np.random.default_rng(0).choice(len(fp32_vectors), args.queries, replace=False)
             int8_overlap = overlap(top_k(int8_vectors, picked, args.k), top_k(fp32_vectors, picked, args.k))
             del model, fp32_vectors, int8_vectors

@@ -4,7 +4,7 @@ Usage: python bench/int8.py [--tokens 100000] [--k 4096] [--queries 64]
 Needs the ``bench`` extra (``pip install -e '.[bench]'``: onnx, onnxruntime).
 
 Embeds the first ``--tokens`` tokens of ../shared/data/enwiki_sample/wiki_00 with the
-default encoder in fp32 (PyTorch) and with each int8 candidate:
+default encoder in fp32 (PyTorch's forward, not the shipped OpenVINO one) and with each int8 candidate:
 
 * ``torch-dynamic``: PyTorch dynamic quantization of every Linear layer (per-channel qint8);
 * ``onnxruntime``: the encoder exported to ONNX, fused by ONNX Runtime's BERT optimizer and
@@ -30,7 +30,7 @@ configure_environment()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from npmcore.encoder import encode, load_encoder  # noqa: E402
+from npmcore.encoder import Forward, encode, load_encoder, torch_forward  # noqa: E402
 from npmcore.ingest import ingest  # noqa: E402
 from npmcore.snapshots import read_blocks  # noqa: E402
 
@@ -40,22 +40,14 @@ from topk import overlap, top_k  # noqa: E402
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "enwiki_sample" / "wiki_00"
 
 
-class OnnxEncoder:
-    """An ONNX Runtime session behind the part of a transformers model ``encode`` calls."""
+def onnx_forward(path: str) -> Forward:
+    """An ONNX Runtime session as the forward ``encode`` runs."""
+    import onnxruntime as ort
 
-    def __init__(self, path: str):
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = torch.get_num_threads()
-        self.session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-
-    def parameters(self):
-        return iter([torch.zeros(1)])
-
-    def __call__(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
-        hidden = self.session.run(None, {"input_ids": input_ids.numpy(), "attention_mask": attention_mask.numpy()})[0]
-        return type("Output", (), {"last_hidden_state": torch.from_numpy(hidden)})
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = torch.get_num_threads()
+    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+    return lambda ids, mask: session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
 
 
 def torch_dynamic_int8(model: torch.nn.Module) -> torch.nn.Module:
@@ -65,7 +57,7 @@ def torch_dynamic_int8(model: torch.nn.Module) -> torch.nn.Module:
     )
 
 
-def onnx_int8(model, folder: Path) -> OnnxEncoder:
+def onnx_int8(model, folder: Path) -> Forward:
     import onnx
     from onnxruntime.quantization import QuantType, quantize_dynamic
     from onnxruntime.transformers.optimizer import optimize_model
@@ -104,13 +96,13 @@ def onnx_int8(model, folder: Path) -> OnnxEncoder:
         per_channel=True,
         extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
     )
-    return OnnxEncoder(str(folder / "int8.onnx"))
+    return onnx_forward(str(folder / "int8.onnx"))
 
 
-def rate(model, tokenizer, sample: list[list[int]]) -> tuple[float, np.ndarray]:
-    encode(model, tokenizer, sample[:4])  # warm-up
+def rate(model, tokenizer, sample: list[list[int]], forward: Forward) -> tuple[float, np.ndarray]:
+    encode(model, tokenizer, sample[:4], forward=forward)  # warm-up
     start = time.perf_counter()
-    vectors = np.concatenate(encode(model, tokenizer, sample))
+    vectors = np.concatenate(encode(model, tokenizer, sample, forward=forward))
     return sum(map(len, sample)) / (time.perf_counter() - start), vectors
 
 
@@ -130,18 +122,18 @@ def main() -> None:
             total += len(ids)
         tokenizer, model = load_encoder()
         candidates = {
-            "torch-dynamic": torch_dynamic_int8(model),
+            "torch-dynamic": torch_forward(torch_dynamic_int8(model)),
             "onnxruntime": onnx_int8(model, Path(tmp)),
         }
-        fp32_rates, (fp32_rate, fp32) = [], rate(model, tokenizer, sample)
+        fp32_rates, (fp32_rate, fp32) = [], rate(model, tokenizer, sample, torch_forward(model))
         fp32_rates.append(fp32_rate)
         rates: dict[str, list[float]] = {name: [] for name in candidates}
         vectors = {}
         for _ in range(2):
             for name, candidate in candidates.items():
-                r, vectors[name] = rate(candidate, tokenizer, sample)
+                r, vectors[name] = rate(model, tokenizer, sample, candidate)
                 rates[name].append(r)
-            fp32_rates.append(rate(model, tokenizer, sample)[0])
+            fp32_rates.append(rate(model, tokenizer, sample, torch_forward(model))[0])
     queries = np.random.default_rng(0).choice(len(fp32), args.queries, replace=False)
     truth = top_k(fp32, queries, args.k)
     fp32_best = max(fp32_rates)

@@ -6,6 +6,7 @@ news corpus, randomly initialised weights), so nothing is ever downloaded.
 
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from transformers import (
@@ -18,9 +19,13 @@ from npmcore.encoder import (
     EncoderError,
     base_encoder_path,
     default_encoder_path,
+    encode,
+    fast_forward,
+    forward_flops,
     load_encoder,
     load_tokenizer,
     tokenizer_fingerprint,
+    torch_forward,
 )
 
 SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
@@ -210,3 +215,38 @@ def test_interpolation_mixes_every_parameter_of_two_encoders_of_one_lineage(tmp_
     with pytest.raises(EncoderError, match="no trained masked-LM head"):
         interpolate(shipped, str(base_encoder_path()), 0.5, tmp_path / "bad")
     assert not (tmp_path / "bad").exists()
+
+
+# --- 3. the forward the datastore runs: OpenVINO on a CPU, torch's vectors --------------
+
+
+@pytest.mark.parametrize("which", ["default", "roberta"])
+def test_the_openvino_forward_gives_torchs_vectors(which, roberta_dir, news_lines):
+    """Real text in batches of mixed lengths (padding included): the compiled forward's vectors equal
+    torch's within float rounding, and so does every token's nearest neighbours among them."""
+    tokenizer, model = load_encoder(None if which == "default" else roberta_dir)
+    forward = fast_forward(model)
+    assert forward.__qualname__.startswith("_openvino_forward")  # compiled, not the torch fallback
+    assert fast_forward(model) is forward  # once per model and thread count
+    sequences = [tokenizer(" ".join(news_lines[i : i + 1 + i % 3]))["input_ids"][:256] for i in range(24)]
+    fast = np.concatenate(encode(model, tokenizer, sequences, 2048))
+    exact = np.concatenate(encode(model, tokenizer, sequences, 2048, torch_forward(model)))
+    assert fast.shape == exact.shape == (sum(map(len, sequences)), model.config.hidden_size)
+    np.testing.assert_allclose(fast, exact, rtol=0, atol=1e-4 * np.abs(exact).max())
+    queries = exact[:: len(exact) // 16][:16]
+    scores = queries @ exact.T  # the nearest 20 by the compiled vectors score as the exact nearest 20 (ties may swap)
+    found = np.take_along_axis(scores, np.argsort(-(queries @ fast.T))[:, :20], axis=1)
+    np.testing.assert_allclose(found, -np.sort(-scores)[:, :20], rtol=1e-4)
+
+
+@pytest.mark.parametrize("width", [16, 128])
+def test_forward_flops_are_the_products_torch_counts(width):
+    """Against torch's FLOP counter over a real forward (attention as plain products, no pooler)."""
+    from torch.utils.flop_counter import FlopCounterMode
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(default_encoder_path(), attn_implementation="eager", add_pooling_layer=False)
+    ids = torch.ones((2, width), dtype=torch.long)
+    with FlopCounterMode(display=False) as counter, torch.inference_mode():
+        model(input_ids=ids, attention_mask=ids)
+    assert forward_flops(model.config, width) * 2 * width == counter.get_total_flops()
