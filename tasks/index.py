@@ -1,7 +1,5 @@
 """Index-building tasks: the datastore (shards mapped over a Dask cluster), then FAISS, BM25 and the commit."""
 
-from contextlib import nullcontext
-
 from prefect import task
 
 from npmcore.cluster import dask_client
@@ -39,8 +37,8 @@ def build_datastore_task(
     datastore of the same encoder whose vectors unchanged blocks copy."""
     with dask_client(dask_address) as client:
         total = plan_datastore(corpus, store, encoder, batch_tokens, reuse).tokens
-        with token_progress("embedding", total) if progress else nullcontext() as show:
-            on_shard = (lambda shard: show(shard.tokens)) if progress else None
+        with token_progress("embedding", total, terminal=progress) as show:
+            on_shard = lambda shard: show(shard.tokens)  # noqa: E731
             return build_datastore(corpus, store, encoder, client, batch_tokens, on_shard, reuse)
 
 
@@ -54,7 +52,7 @@ def build_faiss_task(
     if existing_index(plan):
         return {}
     with dask_client(dask_address) as client:
-        with token_progress("indexing", plan.choice.tokens) if progress else nullcontext() as show:
+        with token_progress("indexing", plan.choice.tokens, terminal=progress) as show:
             return build_faiss_files(plan, client, show)
 
 

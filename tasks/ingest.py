@@ -1,7 +1,5 @@
 """Ingestion task: raw corpora to a corpus snapshot, partitions mapped over a Dask cluster."""
 
-from contextlib import nullcontext
-
 from prefect import task
 
 from npmcore.cluster import dask_client
@@ -28,5 +26,5 @@ def ingest_corpus_task(
 ) -> str:
     """Ingest ``inputs`` into ``store`` (copying unchanged dump pages from ``previous``, or extending the
     corpus ``extends``); returns the snapshot URL."""
-    with dask_client(dask_address) as client, shard_progress("ingesting") if progress else nullcontext() as on_shard:
+    with dask_client(dask_address) as client, shard_progress("ingesting", terminal=progress) as on_shard:
         return ingest(inputs, store, config, client, on_shard=on_shard, previous=previous, extends=extends)

@@ -1,6 +1,5 @@
 """Training tasks: a training run with per-step MLflow metrics and registry logging; checkpoint export."""
 
-from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 
@@ -42,13 +41,12 @@ def train_task(
         log_snapshot_input("corpus", config.corpus, "training")
         link_runs(tracking_uri)
         last: list[StepStats] = []
-        with step_progress("training", config.steps) if progress else nullcontext() as show:
+        with step_progress("training", config.steps, terminal=progress) as show:
 
             def on_step(stats: StepStats) -> None:
                 _log_step(stats)
                 last[:] = [stats]
-                if show is not None:
-                    show(stats)
+                show(stats)
 
             tokenizer, model = train(config, run_dir, on_step=on_step)
         uri = log_encoder(tokenizer, model, alias)
