@@ -2,6 +2,7 @@
 
 Usage: python bench/factories.py [FACTORY …] [--shards 2 3 | --datastore URL] [--k 4096] [--queries 64]
                                  [--train-size N …] [--rerank 1 4 …] [--search-params nprobe=16 …]
+                                 [--opq-iterations 5 50 …]
 
 Ingests and embeds (default encoder, local Dask cluster) the given enwiki_sample files
 (``wiki_02`` and ``wiki_03`` by default: about 390k tokens), or takes an existing datastore
@@ -9,10 +10,11 @@ Ingests and embeds (default encoder, local Dask cluster) the given enwiki_sample
 encodes the two mask vectors of ``--queries`` real masked sentences of the held-out
 ``wiki_63`` as ``npmcore query`` does, and for each factory (default: the project's default
 and the candidates it was chosen from) and each ``--train-size`` (default: the default index's,
-sized to the datastore) trains it on that many evenly sampled vectors, adds every vector and
+sized to the datastore) and each ``--opq-iterations`` (rounds of an OPQ rotation's training; default the
+project's) trains it on that many evenly sampled vectors, adds every vector and
 reports per line, per ``--search-params`` and per ``--rerank`` N (the index's top k x N
 re-scored with the exact vectors, as kNN search does with the datastore's) ``train_size``,
-``code_bytes`` (per token, token id not included), ``recall`` (mean share of the exact top-k,
+``opq_iterations``, ``code_bytes`` (per token, token id not included), ``recall`` (mean share of the exact top-k,
 brute force over the same vectors), ``train_s``, ``add_s`` and ``search_ms`` (per query vector,
 all cores, re-scoring included). The last line is one JSON list.
 """
@@ -44,6 +46,7 @@ def main() -> None:
     parser.add_argument(
         "--search-params", nargs="+", default=[""], help="FAISS search parameters, each measured: nprobe=16 nprobe=64"
     )
+    parser.add_argument("--opq-iterations", type=int, nargs="+", help="OPQ training rounds (default: the project's)")
     args = parser.parse_args()
 
     sys.path.insert(0, str(ROOT / "bench"))
@@ -58,7 +61,7 @@ def main() -> None:
 
     from npmcore.cluster import dask_client
     from npmcore.datastore import build_datastore
-    from npmcore.faiss_index import default_train_size, rescore, set_search_params
+    from npmcore.faiss_index import OPQ_ITERATIONS, default_train_size, rescore, set_search_params, train_index
     from npmcore.indexer import IndexConfig, build_index
     from npmcore.inference import NPM
     from npmcore.ingest import ingest
@@ -78,12 +81,12 @@ def main() -> None:
     truth = exact.search(queries, args.k)[1]
     del exact
     rows = []
-    for factory, train_size in itertools.product(args.factories, args.train_size or [default_train_size(len(vectors))]):
+    sizes, rounds = args.train_size or [default_train_size(len(vectors))], args.opq_iterations or [OPQ_ITERATIONS]
+    for factory, train_size, opq_iterations in itertools.product(args.factories, sizes, rounds):
         rng = np.random.default_rng(0)
         sample = vectors[np.sort(rng.choice(len(vectors), min(train_size, len(vectors)), replace=False))]
-        index = faiss.index_factory(vectors.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
         start = time.perf_counter()
-        index.train(sample)
+        index = train_index(factory, sample, opq_iterations)
         train_s = time.perf_counter() - start
         start = time.perf_counter()
         index.add(vectors)
@@ -100,6 +103,7 @@ def main() -> None:
                 "search_params": params,
                 "rerank": rerank,
                 "train_size": len(sample),
+                "opq_iterations": opq_iterations if "OPQ" in factory else None,
                 "code_bytes": index.sa_code_size(),
                 "recall": round(overlap(found, truth), 4),
                 "train_s": round(train_s, 1),

@@ -46,17 +46,21 @@ IVF_BYTES = 8 + 8  # an IVF list entry's id, and its direct-map entry
 # The default shortlist of compressed indexes, re-scored exactly: k x RERANK up to IVF_FROM_TOKENS, k x RERANK_IVF
 # beyond. PQ codes miss more of the exact top-k as the corpus grows; at 13.3M tokens (bench/scale.py, docs/scale.md)
 # k x 2 kept 0.92-0.93 of the exact top-4096 at any nprobe, k x 4 0.98 at 1 list in 64 (26 ms a query vector).
-RERANK = 2
+RERANK = 3
 RERANK_IVF = 4
+# OPQ's alternating optimisation: FAISS's default is 50 rounds (34 s on the demo's 21,373 vectors). On the demo's
+# datastore (bench/factories.py --opq-iterations) 5 rounds train in 7.5 s and keep 0.9966 of the exact top-4096 at
+# k x 3 re-scored, more than 50 rounds at k x 2 (0.9933); no rotation (PQ32np) needs k x 4 for 0.9966
+OPQ_ITERATIONS = 5
 RESCORE_BATCH = 16  # queries re-scored together: their shortlists' vectors (16 x 8,192 x 384 floats) read at once
 TRAIN_SHARE = 32  # the default training sample: 1 in 32 of the tokens, within the bounds below
 TRAIN_MIN = 20_000  # k-means of 256 centroids per PQ sub-quantizer wants 39 x 256 (about 10k) points
 TRAIN_MAX = 100_000
 IVF_TRAIN_PER_LIST = 30  # an IVF's coarse k-means: at least this many training points per list
-# Rates of one core of this project's machine (2 AVX2 cores), measured by bench/scale.py: the plan's estimates
-TRAIN_S_PER_VECTOR = 1.3e-3  # OPQ48 + PQ48 training (FAISS on both cores)
-ENCODE_TOKENS_PER_S = 60_000  # one worker: vectors read and encoded to PQ codes
-BM25_TOKENS_PER_S = 400_000  # Lucene indexing in one thread
+# Rates of this project's 2-core machine, measured by bench/pipeline.py (plan against log): the plan's estimates
+TRAIN_S_PER_VECTOR = 3.5e-4  # OPQ32 (OPQ_ITERATIONS rounds) + PQ32 training, FAISS on both cores
+ENCODE_TOKENS_PER_S = 85_000  # one worker: vectors read and encoded to PQ codes
+BM25_TOKENS_PER_S = 500_000  # Lucene indexing in one thread
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,10 @@ class IndexChoice:
     build_ram_bytes: int  # the largest of the build's processes, beyond its libraries: the training sample or the index
     train_s: float  # training the index, on the driver
     encode_s: float  # encoding the vectors, in worker-seconds (divide by the workers)
+
+    @property
+    def bm25_s(self) -> float:
+        return self.tokens / BM25_TOKENS_PER_S
 
     def rows(self) -> list[tuple[str, str]]:
         """The plan, as (what, value) lines for a log or a table."""
@@ -97,8 +105,8 @@ class IndexChoice:
             ("memory", f"{self.ram_bytes / gib:.2f} GiB to serve, {self.build_ram_bytes / gib:.2f} GiB to build"),
             (
                 "time",
-                f"training {self.train_s / 60:.1f} min, encoding {self.encode_s / 60:.1f} worker-min, "
-                f"BM25 {self.tokens / BM25_TOKENS_PER_S / 60:.1f} min",
+                f"training {duration(self.train_s)}, encoding {duration(self.encode_s)} of worker time, "
+                f"BM25 {duration(self.bm25_s)}",
             ),
         ]
         return rows
@@ -173,6 +181,17 @@ def choose_index(
         build_ram_bytes=max(3 * sample, ram),  # the sample and its rotated copies; then the gathered index
         train_s=0.0 if _is_exact(factory) else min(train_size, tokens) * TRAIN_S_PER_VECTOR,
         encode_s=tokens / ENCODE_TOKENS_PER_S,
+    )
+
+
+def duration(seconds: float) -> str:
+    """``7 s``, ``2.5 min``, ``3.1 h``."""
+    return (
+        f"{seconds:.0f} s"
+        if seconds < 120
+        else f"{seconds / 60:.1f} min"
+        if seconds < 7200
+        else f"{seconds / 3600:.1f} h"
     )
 
 
@@ -253,14 +272,19 @@ def to_gpu(index: faiss.Index) -> faiss.Index:
     return faiss.index_cpu_to_all_gpus(index)
 
 
-def train_index(factory: str, sample: np.ndarray) -> faiss.Index:
-    """An empty index of ``factory`` (inner product) trained on ``sample`` (n, d)."""
+def train_index(factory: str, sample: np.ndarray, opq_iterations: int = OPQ_ITERATIONS) -> faiss.Index:
+    """An empty index of ``factory`` (inner product) trained on ``sample`` (n, d); an OPQ rotation in
+    ``opq_iterations`` rounds."""
     if sample.ndim != 2:
         raise ValueError(f"training sample must be (n, d), got shape {sample.shape}")
     try:
         index = faiss.index_factory(sample.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:
         raise ValueError(f"invalid FAISS index-factory string {factory!r}: {str(e).strip().splitlines()[-1]}") from None
+    if isinstance(index, faiss.IndexPreTransform):
+        for i in range(index.chain.size()):
+            if isinstance(opq := faiss.downcast_VectorTransform(index.chain.at(i)), faiss.OPQMatrix):
+                opq.niter = opq_iterations
     if not index.is_trained:
         sample = np.ascontiguousarray(sample, dtype=np.float32)
         if is_ivf(index) and faiss.get_num_gpus() > 0:  # k-means of the coarse quantizer on the GPU

@@ -49,6 +49,7 @@ from npmcore.blocks import encoder_input
 from npmcore.cluster import map_bounded
 from npmcore.datastore import reusable_blocks
 from npmcore.faiss_index import (
+    OPQ_ITERATIONS,
     IndexChoice,
     add_codes,
     choose_index,
@@ -139,15 +140,12 @@ def choose_for(tokens: int, dim: int, config: IndexConfig) -> IndexChoice:
 def corpus_choice(corpus: str, encoder: str | None, config: IndexConfig = IndexConfig()) -> IndexChoice:
     """The index a corpus snapshot will get, known before it is embedded: its content tokens (its
     tokens less each block's special tokens) at the encoder's width."""
-    from transformers import AutoConfig
-
-    from npmcore.encoder import default_encoder_path, load_tokenizer, local_model_dir, special_frame
+    from npmcore.encoder import encoder_config, load_tokenizer, special_frame
 
     manifest = open_corpus(corpus).manifest
     before, after = special_frame(load_tokenizer(encoder))
     tokens = manifest.counts["tokens"] - (before + after) * manifest.counts["blocks"]
-    dim = AutoConfig.from_pretrained(local_model_dir(str(encoder or default_encoder_path()))).hidden_size
-    return choose_for(tokens, dim, config)
+    return choose_for(tokens, encoder_config(encoder).hidden_size, config)
 
 
 def plan_index(datastore: str, config: IndexConfig = IndexConfig(), trained: str | None = None) -> IndexPlan:
@@ -179,6 +177,7 @@ def plan_index(datastore: str, config: IndexConfig = IndexConfig(), trained: str
         "on_disk": choice.on_disk,
         "bm25": config.bm25,
         "rerank": choice.rerank,
+        **({"opq_iterations": OPQ_ITERATIONS} if "OPQ" in choice.factory and trained is None else {}),
         **({"trained": open_index(trained).manifest.id} if trained is not None else {}),
     }
     snap_id = snapshot_id(INDEX, [{"datastore": manifest.id}], id_config)
@@ -445,6 +444,7 @@ def commit_index(plan: IndexPlan, files: dict[str, FileEntry]) -> str:
                 "rerank": choice.rerank,
                 "on_disk": choice.on_disk,
                 "train_size": choice.train_size,
+                **({"opq_iterations": OPQ_ITERATIONS} if "OPQ" in choice.factory and plan.trained is None else {}),
                 "bm25": plan.config.bm25,
                 "dim": ds.config["dim"],
                 "trained": plan.trained,
