@@ -1,11 +1,18 @@
 """Flow ``index_corpus``: corpus snapshot -> datastore (shards embedded on Dask) -> FAISS (shards
 encoded on Dask) -> BM25 -> index snapshot; the index's plan is logged before anything is embedded."""
 
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import mlflow
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
 from flows.params import ClusterParams, StoreURL, default_store
-from npmcore.cluster import dask_cluster
+from npmcore.cluster import dask_client, dask_cluster, worker_threads
+from npmcore.datastore import embedding_seconds
+from npmcore.faiss_index import duration
 from npmcore.indexer import IndexConfig, corpus_choice
 from npmcore.snapshots import newest_corpus, open_index
 from npmcore.tracking import resolve_encoder
@@ -75,19 +82,55 @@ def index_corpus(params: IndexParams | None = None, previous: str | None = None,
 
     ``previous``: an index of an earlier corpus snapshot made with the same encoder; blocks
     whose content is unchanged copy their vectors from its datastore and its trained FAISS
-    index is reused (incremental backfill). ``progress``: show progress bars (a terminal).
+    index is reused (incremental backfill). ``progress``: show progress bars (a terminal); else
+    long stages log their progress. Each stage's seconds, and for a new index the plan's
+    estimate of them, go to the log and to the active MLflow run (``seconds.*``, ``plan_seconds.*``).
     """
     params = params or IndexParams()
     corpus = params.corpus or newest_corpus(params.store)
     encoder = resolve_encoder(params.model, params.store)
     reuse = open_index(previous).datastore if previous else None
     config = params.config()
-    if previous is None:
-        logger = get_run_logger()
-        for what, value in corpus_choice(corpus, encoder, config).rows():
-            logger.info("index plan: %s: %s", what, value)
+    logger = get_run_logger()
     with dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address:
-        datastore = build_datastore_task(corpus, params.store, encoder, reuse, address, params.batch_tokens, progress)
-        faiss_files = build_faiss_task(datastore, config, previous, address, progress)
-        bm25_files = build_bm25_task(datastore, config, previous)
-        return commit_index_task(datastore, config, previous, {**faiss_files, **bm25_files})
+        with dask_client(address) as client:
+            threads = worker_threads(client)
+        choice = corpus_choice(corpus, encoder, config)
+        plan = {
+            "embedding": embedding_seconds(corpus, encoder, threads),
+            "faiss": choice.train_s + choice.encode_s / threads,
+            "bm25": choice.bm25_s if config.bm25 else 0.0,
+        }
+        if previous is None:
+            for what, value in choice.rows():
+                logger.info("index plan: %s: %s", what, value)
+            logger.info("index plan: embedding: %s on %d worker threads", duration(plan["embedding"]), threads)
+        seconds: dict[str, float] = {}
+        with timed(seconds, "embedding"):
+            datastore = build_datastore_task(
+                corpus, params.store, encoder, reuse, address, params.batch_tokens, progress
+            )
+        with timed(seconds, "faiss"):
+            faiss_files = build_faiss_task(datastore, config, previous, address, progress)
+        with timed(seconds, "bm25"):
+            bm25_files = build_bm25_task(datastore, config, previous)
+        url = commit_index_task(datastore, config, previous, {**faiss_files, **bm25_files})
+    stages = {f"seconds.{k}": v for k, v in seconds.items()}
+    if previous is None:
+        stages |= {f"plan_seconds.{k}": v for k, v in plan.items()}
+    logger.info(
+        "index stages: %s",
+        ", ".join(
+            f"{k} {v:.1f} s" + (f" (plan {plan[k]:.1f} s)" if previous is None else "") for k, v in seconds.items()
+        ),
+    )
+    if mlflow.active_run() is not None:
+        mlflow.log_metrics(stages)
+    return url
+
+
+@contextmanager
+def timed(seconds: dict[str, float], stage: str) -> Iterator[None]:
+    started = time.perf_counter()
+    yield
+    seconds[stage] = time.perf_counter() - started

@@ -75,6 +75,11 @@ def dask_client(
         yield client
 
 
+def worker_threads(client: Client) -> int:
+    """Threads of all the cluster's workers together."""
+    return sum(w["nthreads"] for w in client.scheduler_info(n_workers=-1)["workers"].values())
+
+
 def map_bounded(fn: Callable[[Item], Result], items: Iterable[Item], client: Client | None) -> Iterator[Result]:
     """Run ``fn`` over ``items``: in this process, or on Dask with at most two tasks per
     worker in flight (items may be a lazy stream). Results come in completion order."""
