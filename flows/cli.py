@@ -179,25 +179,27 @@ def demo_command(
     workers: Workers = None,
 ) -> None:
     """The main job (flow pipeline) on the embedded default corpus: ingest, (train), index, evaluate, a query."""
-    from flows.evaluate import EvalParams
-    from flows.index import IndexParams
-    from flows.output import demo_story
-    from flows.pipeline import CLOZE_TEST, PipelineParams, pipeline
     from flows.prefect_api import prefect_api
-    from flows.train import TrainParams
+
+    with prefect_api(imports=["flows.pipeline"]):  # its imports while a temporary server starts
+        from flows.evaluate import EvalParams
+        from flows.index import IndexParams
+        from flows.pipeline import CLOZE_TEST, PipelineParams, pipeline
+        from flows.train import TrainParams
+
+        params = PipelineParams(
+            ingest=IngestParams(
+                store=store, cluster=cluster_params(dask_address, workers), pages_per_partition=25
+            ),  # shards embedded in parallel
+            train=TrainParams(store=store, steps=train_steps, batch_size=DEMO_BATCH) if train_steps else None,
+            index=IndexParams(store=store),
+            evaluate=EvalParams(tasks=["cloze"], data=str(CLOZE_TEST), store=store),
+            queries=[DEMO_QUERY],
+        )
+        result = pipeline(params, progress=sys.stderr.isatty())
+    from flows.output import demo_story
     from npmcore.tracking import tracking_uri
 
-    params = PipelineParams(
-        ingest=IngestParams(
-            store=store, cluster=cluster_params(dask_address, workers), pages_per_partition=25
-        ),  # shards embedded in parallel
-        train=TrainParams(store=store, steps=train_steps, batch_size=DEMO_BATCH) if train_steps else None,
-        index=IndexParams(store=store),
-        evaluate=EvalParams(tasks=["cloze"], data=str(CLOZE_TEST), store=store),
-        queries=[DEMO_QUERY],
-    )
-    with prefect_api():
-        result = pipeline(params, progress=sys.stderr.isatty())
     encoder = (
         f"{result.encoder}, trained {train_steps} steps of {DEMO_BATCH} sequences from MiniLM-L6"
         if train_steps
