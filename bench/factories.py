@@ -82,11 +82,12 @@ def main() -> None:
     del exact
     rows = []
     sizes, rounds = args.train_size or [default_train_size(len(vectors))], args.opq_iterations or [OPQ_ITERATIONS]
-    for factory, train_size, opq_iterations in itertools.product(args.factories, sizes, rounds):
+    runs = [(f, n, r) for f, n in itertools.product(args.factories, sizes) for r in (rounds if "OPQ" in f else [None])]
+    for factory, train_size, opq_iterations in runs:
         rng = np.random.default_rng(0)
         sample = vectors[np.sort(rng.choice(len(vectors), min(train_size, len(vectors)), replace=False))]
         start = time.perf_counter()
-        index = train_index(factory, sample, opq_iterations)
+        index = train_index(factory, sample, opq_iterations or OPQ_ITERATIONS)
         train_s = time.perf_counter() - start
         start = time.perf_counter()
         index.add(vectors)
@@ -103,7 +104,7 @@ def main() -> None:
                 "search_params": params,
                 "rerank": rerank,
                 "train_size": len(sample),
-                "opq_iterations": opq_iterations if "OPQ" in factory else None,
+                "opq_iterations": opq_iterations,
                 "code_bytes": index.sa_code_size(),
                 "recall": round(overlap(found, truth), 4),
                 "train_s": round(train_s, 1),
