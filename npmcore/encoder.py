@@ -388,9 +388,13 @@ def _openvino_forward(model: PreTrainedModel, threads: int) -> Forward:
     return forward
 
 
+OPENVINO_CACHED = 4  # converted encoders kept in the cache (the newest; each as large as its fp32 weights)
+
+
 def _openvino_model(model: PreTrainedModel) -> object:
-    """The model converted to OpenVINO, kept in the cache (``{cache}/openvino/<weights, versions>``, renamed
-    into place whole) so that a process reads it in a fraction of the 1.3 s converting takes."""
+    """The model converted to OpenVINO. Kept in the cache (``{cache}/openvino/<weights, versions>``,
+    renamed into place whole; the newest :data:`OPENVINO_CACHED`), a process reads it in a fraction of
+    the 1.3 s converting takes; a cache that cannot be written only costs that time."""
     import shutil
     import tempfile
     import warnings
@@ -402,15 +406,17 @@ def _openvino_model(model: PreTrainedModel) -> object:
 
     key = f"{encoder_fingerprint(model)}-ov{ov.__version__.split('-')[0]}-tf{transformers.__version__}"
     folder = cache_dir() / "openvino" / key
-    if not (folder / "encoder.xml").is_file():
-        ids = torch.ones((2, 8), dtype=torch.long)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the tracer's notes on transformers' shape arithmetic
-            converted = ov.convert_model(
-                model,
-                example_input={"input_ids": ids, "attention_mask": ids},
-                input=[(name, ov.PartialShape([-1, -1]), ov.Type.i64) for name in ("input_ids", "attention_mask")],
-            )
+    if (folder / "encoder.xml").is_file():
+        return ov.Core().read_model(folder / "encoder.xml")
+    ids = torch.ones((2, 8), dtype=torch.long)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the tracer's notes on transformers' shape arithmetic
+        converted = ov.convert_model(
+            model,
+            example_input={"input_ids": ids, "attention_mask": ids},
+            input=[(name, ov.PartialShape([-1, -1]), ov.Type.i64) for name in ("input_ids", "attention_mask")],
+        )
+    try:
         folder.parent.mkdir(parents=True, exist_ok=True)
         partial = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=folder.parent))
         ov.save_model(converted, partial / "encoder.xml", compress_to_fp16=False)
@@ -418,7 +424,14 @@ def _openvino_model(model: PreTrainedModel) -> object:
             partial.rename(folder)
         except OSError:  # another process (a second Dask worker) put it there first
             shutil.rmtree(partial)
-    return ov.Core().read_model(folder / "encoder.xml")
+        kept = sorted(
+            (p for p in folder.parent.iterdir() if not p.name.startswith(".")), key=lambda p: p.stat().st_mtime
+        )
+        for old in kept[:-OPENVINO_CACHED]:
+            shutil.rmtree(old, ignore_errors=True)
+    except OSError as e:
+        log.warning("the converted encoder cannot be cached in %s (%s): each process converts it again", folder, e)
+    return converted
 
 
 def encode(

@@ -250,3 +250,16 @@ def test_forward_flops_are_the_products_torch_counts(width):
     with FlopCounterMode(display=False) as counter, torch.inference_mode():
         model(input_ids=ids, attention_mask=ids)
     assert forward_flops(model.config, width) * 2 * width == counter.get_total_flops()
+
+
+def test_the_converted_encoder_is_cached_and_a_cache_that_cannot_be_written_costs_only_time(
+    tmp_path, monkeypatch, roberta_dir
+):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    fast_forward(load_encoder(roberta_dir)[1])
+    fast_forward(load_encoder(roberta_dir)[1])  # another model object, the same weights: read from the cache
+    (entry,) = (tmp_path / "cache" / "npmcore" / "openvino").iterdir()
+    assert (entry / "encoder.xml").is_file()
+    (tmp_path / "not-a-folder").write_text("")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
+    assert fast_forward(load_encoder(roberta_dir)[1]).__qualname__.startswith("_openvino_forward")
