@@ -93,18 +93,7 @@ def index_corpus(params: IndexParams | None = None, previous: str | None = None,
     config = params.config()
     logger = get_run_logger()
     with dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address:
-        with dask_client(address) as client:
-            threads = worker_threads(client)
-        choice = corpus_choice(corpus, encoder, config)
-        plan = {
-            "embedding": embedding_seconds(corpus, encoder, threads),
-            "faiss": choice.train_s + choice.encode_s / threads,
-            "bm25": choice.bm25_s if config.bm25 else 0.0,
-        }
-        if previous is None:
-            for what, value in choice.rows():
-                logger.info("index plan: %s: %s", what, value)
-            logger.info("index plan: embedding: %s on %d worker threads", duration(plan["embedding"]), threads)
+        plan = {} if previous else log_plan(corpus, encoder, config, address)
         seconds: dict[str, float] = {}
         with timed(seconds, "embedding"):
             datastore = build_datastore_task(
@@ -115,18 +104,33 @@ def index_corpus(params: IndexParams | None = None, previous: str | None = None,
         with timed(seconds, "bm25"):
             bm25_files = build_bm25_task(datastore, config, previous)
         url = commit_index_task(datastore, config, previous, {**faiss_files, **bm25_files})
-    stages = {f"seconds.{k}": v for k, v in seconds.items()}
-    if previous is None:
-        stages |= {f"plan_seconds.{k}": v for k, v in plan.items()}
     logger.info(
         "index stages: %s",
-        ", ".join(
-            f"{k} {v:.1f} s" + (f" (plan {plan[k]:.1f} s)" if previous is None else "") for k, v in seconds.items()
-        ),
+        ", ".join(f"{k} {v:.1f} s" + (f" (plan {plan[k]:.1f} s)" if plan else "") for k, v in seconds.items()),
     )
     if mlflow.active_run() is not None:
-        mlflow.log_metrics(stages)
+        mlflow.log_metrics(
+            {f"seconds.{k}": v for k, v in seconds.items()} | {f"plan_seconds.{k}": v for k, v in plan.items()}
+        )
     return url
+
+
+def log_plan(corpus: str, encoder: str | None, config: IndexConfig, address: str) -> dict[str, float]:
+    """Log the index a corpus will get and what each stage will cost on the cluster's worker threads
+    (CPU workers); returns the seconds planned per stage."""
+    with dask_client(address) as client:
+        threads = worker_threads(client)
+    choice = corpus_choice(corpus, encoder, config)
+    plan = {
+        "embedding": embedding_seconds(corpus, encoder, threads),
+        "faiss": choice.train_s + choice.encode_s / threads,
+        "bm25": choice.bm25_s if config.bm25 else 0.0,
+    }
+    logger = get_run_logger()
+    for what, value in choice.rows():
+        logger.info("index plan: %s: %s", what, value)
+    logger.info("index plan: embedding: %s on %d worker threads", duration(plan["embedding"]), threads)
+    return plan
 
 
 @contextmanager

@@ -54,6 +54,11 @@ def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_
     index = open_snapshot(first.index)
     assert by_name["ingest"].data.params["corpus_id"] == open_snapshot(first.corpus).id
     assert by_name["index"].data.params["index_id"] == index.id
+    stages = by_name["index"].data.metrics  # each stage's seconds beside the plan's estimate
+    assert {
+        f"{kind}.{stage}" for kind in ("seconds", "plan_seconds") for stage in ("embedding", "faiss", "bm25")
+    } <= set(stages)
+    assert all(stages[f"plan_seconds.{stage}"] > 0 for stage in ("embedding", "faiss", "bm25"))
     evaluation = by_name["cloze/npm/tau=1"].data.params  # the metric traces back to corpus, encoder and index
     assert (evaluation["index_id"], evaluation["corpus_id"], evaluation["encoder_fingerprint"]) == (
         index.id,
