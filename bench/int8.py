@@ -57,10 +57,8 @@ def torch_dynamic_int8(model: torch.nn.Module) -> torch.nn.Module:
     )
 
 
-def onnx_int8(model, folder: Path) -> Forward:
-    import onnx
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    from onnxruntime.transformers.optimizer import optimize_model
+def export_onnx(model: torch.nn.Module, path: Path) -> Path:
+    """The encoder's forward (ids, attention mask -> last hidden states) as an ONNX file, any batch and length."""
 
     class Hidden(torch.nn.Module):
         def __init__(self, encoder):
@@ -75,13 +73,22 @@ def onnx_int8(model, folder: Path) -> Forward:
     torch.onnx.export(
         Hidden(model).eval(),
         example,
-        str(folder / "fp32.onnx"),
+        str(path),
         input_names=["input_ids", "attention_mask"],
         output_names=["hidden"],
         dynamic_axes={"input_ids": dims, "attention_mask": dims, "hidden": dims},
         dynamo=False,
         opset_version=17,
     )
+    return path
+
+
+def onnx_int8(model, folder: Path) -> Forward:
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers.optimizer import optimize_model
+
+    export_onnx(model, folder / "fp32.onnx")
     fused = optimize_model(
         str(folder / "fp32.onnx"),
         model_type="bert",

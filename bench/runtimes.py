@@ -35,34 +35,8 @@ import torch  # noqa: E402
 
 from npmcore.encoder import Forward, encode, fast_forward, load_encoder, torch_forward  # noqa: E402
 
-
-def onnx_forward(model: torch.nn.Module, folder: Path, threads: int) -> Forward:
-    import onnxruntime as ort
-
-    class Hidden(torch.nn.Module):
-        def __init__(self, encoder: torch.nn.Module):
-            super().__init__()
-            self.encoder = encoder
-
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            return self.encoder(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-
-    dims = {0: "batch", 1: "tokens"}
-    path = str(folder / "encoder.onnx")
-    torch.onnx.export(
-        Hidden(model).eval(),
-        (torch.ones(2, 16, dtype=torch.long),) * 2,
-        path,
-        input_names=["input_ids", "attention_mask"],
-        output_names=["hidden"],
-        dynamic_axes={"input_ids": dims, "attention_mask": dims, "hidden": dims},
-        dynamo=False,
-        opset_version=17,
-    )
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    session = ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
-    return lambda ids, mask: session.run(None, {"input_ids": ids, "attention_mask": mask})[0]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from int8 import export_onnx, onnx_forward  # noqa: E402
 
 
 def compiled_forward(model: torch.nn.Module) -> Forward:
@@ -90,7 +64,7 @@ def main() -> None:
             arms = {
                 "torch": lambda: torch_forward(model),
                 "torch-compile": lambda: compiled_forward(model),
-                "onnxruntime": lambda: onnx_forward(model, Path(tmp), threads),
+                "onnxruntime": lambda: onnx_forward(str(export_onnx(model, Path(tmp) / "fp32.onnx"))),
                 "openvino": lambda: fast_forward(model),
             }
             reference, base = None, None

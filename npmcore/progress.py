@@ -103,18 +103,12 @@ def shard_progress(description: str, terminal: bool) -> Iterator[Callable[[objec
     columns = (
         SpinnerColumn(),
         TextColumn("{task.description}"),
-        TextColumn("{task.fields[totals]}"),
+        TextColumn("shards {task.completed:,.0f} {task.fields[totals]}"),
         TimeElapsedColumn(),
     )
     with Progress(*columns, transient=False) as progress:
-        task_id = progress.add_task(description, totals="")
-        shards = [0]
-
-        def update(result: object) -> None:
-            shards[0] += 1
-            progress.update(task_id, totals=f"shards {shards[0]:,} {add(result)}")
-
-        yield update
+        task_id = progress.add_task(description, total=None, totals="")
+        yield lambda result: progress.update(task_id, advance=1, totals=add(result))
 
 
 def _step_detail(stats: object) -> str:
