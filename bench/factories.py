@@ -87,7 +87,7 @@ def main() -> None:
         rng = np.random.default_rng(0)
         sample = vectors[np.sort(rng.choice(len(vectors), min(train_size, len(vectors)), replace=False))]
         start = time.perf_counter()
-        index = train_index(factory, sample, opq_iterations or OPQ_ITERATIONS)
+        index = train_index(factory, sample, OPQ_ITERATIONS if opq_iterations is None else opq_iterations)
         train_s = time.perf_counter() - start
         start = time.perf_counter()
         index.add(vectors)

@@ -277,6 +277,8 @@ def train_index(factory: str, sample: np.ndarray, opq_iterations: int = OPQ_ITER
     ``opq_iterations`` rounds."""
     if sample.ndim != 2:
         raise ValueError(f"training sample must be (n, d), got shape {sample.shape}")
+    if opq_iterations < 1:
+        raise ValueError(f"opq_iterations must be >= 1, got {opq_iterations}")
     try:
         index = faiss.index_factory(sample.shape[1], factory, faiss.METRIC_INNER_PRODUCT)
     except RuntimeError as e:

@@ -22,6 +22,7 @@ from npmcore.faiss_index import (
     sa_encode,
     search,
     stored_codes,
+    train_index,
 )
 from npmcore.indexer import IndexConfig, build_index, plan_index, training_sample
 from npmcore.inference import NPM, InferenceConfig
@@ -224,3 +225,11 @@ def test_an_index_over_copied_vectors_copies_their_codes_instead_of_encoding_the
     first_index, second_index = (read_index(f"{url}/index.faiss") for url in (first, second))
     everything = np.arange(first_index.ntotal)
     np.testing.assert_array_equal(stored_codes(first_index, everything), stored_codes(second_index, everything))
+
+
+def test_an_opq_rotation_trains_the_rounds_asked_and_none_is_refused():
+    sample = np.random.default_rng(0).standard_normal((2_000, 32)).astype(np.float32)
+    index = train_index("OPQ8,PQ8x4np", sample, opq_iterations=3)
+    assert faiss.downcast_VectorTransform(index.chain.at(0)).niter == 3
+    with pytest.raises(ValueError, match="opq_iterations must be >= 1, got 0"):
+        train_index("OPQ8,PQ8x4np", sample, opq_iterations=0)
