@@ -95,7 +95,7 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
     kind = dump_format(files)
     uri = tracking_uri(params.store)  # an unreachable MLflow server fails now, not after the indexing
     start = time.perf_counter()
-    with dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address:
+    with dask_cluster(params.cluster.dask_address, params.cluster.n_workers, params.store) as address:
         cluster = ClusterParams(dask_address=address)  # both stages on one cluster: its workers stay warm
         encoder = resolve_encoder(params.model, params.store)
         fingerprint = encoder_fingerprint(cached_encoder(encoder)[1])

@@ -67,13 +67,21 @@ Strict = Annotated[
 # broken snapshot, and an unreachable Dask scheduler or MLflow server. The last two are named, not imported: this
 # module loads neither Dask nor MLflow (nor torch), so `npmcore --help` answers in a second.
 USER_ERRORS = (ValueError, FileNotFoundError, SnapshotError)
-SERVICE_ERRORS = {"npmcore.cluster": "ClusterError", "npmcore.tracking": "TrackingError"}
+SERVICE_ERRORS = {
+    "npmcore.cluster": ("ClusterError",),
+    "npmcore.tracking": ("TrackingError",),
+    # an S3 store that stopped answering mid-command, after botocore's retries (npmcore.storage.S3_CLIENT)
+    "botocore.exceptions": ("ConnectionError", "HTTPClientError"),
+}
 
 
 def is_user_error(error: Exception) -> bool:
     """Whether ``error`` is one of the errors above (a service's error can only come from its loaded module)."""
     loaded = tuple(
-        getattr(sys.modules[module], name) for module, name in SERVICE_ERRORS.items() if module in sys.modules
+        getattr(sys.modules[module], name)
+        for module, names in SERVICE_ERRORS.items()
+        if module in sys.modules
+        for name in names
     )
     return isinstance(error, USER_ERRORS + loaded)
 
@@ -81,7 +89,10 @@ def is_user_error(error: Exception) -> bool:
 def fail(error: Exception) -> NoReturn:
     """Print ``error: …`` as one physical line whatever the console's width (a path or URL in it can be
     copied whole; the terminal folds it for the eye only), and exit with status 2."""
-    errors.print(f"[bold red]error:[/] {escape(str(error))}", soft_wrap=True)
+    text = str(error)
+    if type(error).__module__ == "botocore.exceptions" and not isinstance(error, SnapshotError):
+        text = f"the S3 store stopped answering, retries included: {text}"
+    errors.print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
     raise typer.Exit(2)
 
 

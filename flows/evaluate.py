@@ -242,7 +242,7 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
         experiment=params.experiment,
     )
     results = []
-    with dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address:
+    with dask_cluster(params.cluster.dask_address, params.cluster.n_workers, params.store) as address:
         params = params.model_copy(
             update={"cluster": ClusterParams(dask_address=address)}
         )  # one cluster for every stage

@@ -92,7 +92,7 @@ def index_corpus(params: IndexParams | None = None, previous: str | None = None,
     reuse = open_index(previous).datastore if previous else None
     config = params.config()
     logger = get_run_logger()
-    with dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address:
+    with dask_cluster(params.cluster.dask_address, params.cluster.n_workers, params.store) as address:
         plan = {} if previous else log_plan(corpus, encoder, config, address)
         seconds: dict[str, float] = {}
         with timed(seconds, "embedding"):

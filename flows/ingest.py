@@ -22,7 +22,7 @@ def ingest_corpus(params: IngestParams | None = None, progress: bool = False) ->
         lang=params.lang,
         strict=params.strict,
     )
-    with dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address:
+    with dask_cluster(params.cluster.dask_address, params.cluster.n_workers, params.store) as address:
         return ingest_corpus_task(
             params.inputs or default_corpus(), params.store, config, address, progress, params.previous, params.extends
         )

@@ -82,7 +82,7 @@ def pipeline(params: PipelineParams | None = None, progress: bool = False) -> Pi
     with (
         tracking(tracking_uri(store), params.experiment),
         mlflow.start_run(run_name="pipeline") as parent,
-        dask_cluster(params.ingest.cluster.dask_address, params.ingest.cluster.n_workers) as address,
+        dask_cluster(params.ingest.cluster.dask_address, params.ingest.cluster.n_workers, store) as address,
     ):
         link_runs(tracking_uri(store))
         cluster = ClusterParams(dask_address=address)  # one cluster for every stage: its workers stay warm
@@ -133,7 +133,7 @@ def index_rebuild(params: RebuildParams | None = None) -> PipelineResult:
     with (
         tracking(tracking_uri(params.store), params.experiment),
         mlflow.start_run(run_name=f"index-rebuild {version}") as parent,
-        dask_cluster(params.cluster.dask_address, params.cluster.n_workers) as address,
+        dask_cluster(params.cluster.dask_address, params.cluster.n_workers, params.store) as address,
     ):
         link_runs(tracking_uri(params.store))
         cluster = ClusterParams(dask_address=address)

@@ -5,7 +5,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
-from distributed import Client, LocalCluster, as_completed
+from distributed import Client, LocalCluster, WorkerPlugin, as_completed
+
+from npmcore.storage import StoreError, check_store
 
 log = logging.getLogger(__name__)
 Item = TypeVar("Item")
@@ -32,12 +34,53 @@ def check_scheduler(address: str) -> None:
         pass
 
 
+def store_problem(store: str) -> str | None:
+    """Why this process cannot use ``store`` (None: it can); runs on a worker."""
+    try:
+        check_store(store)
+    except StoreError as e:
+        return str(e)
+    return None
+
+
+class StoreAccess(WorkerPlugin):
+    """Refuses a worker that cannot use the store (no credentials, say): it logs why in one line and
+    closes, its nanny too, before it takes a task. Registered with the cluster, it checks the workers
+    that join later as well."""
+
+    name = "npmcore-store-access"
+
+    def __init__(self, store: str):
+        self.store = store
+
+    def setup(self, worker) -> None:
+        if (problem := store_problem(self.store)) is not None:
+            log.error("Dask worker %s refused: %s", worker.address, problem)
+            worker.loop.add_callback(worker.close, reason=f"npmcore: {problem}", nanny=True)
+
+
+def admit_workers(client: Client, store: str) -> None:
+    """Refuse the workers of ``client``'s cluster that cannot use ``store``, with a line each, now and as
+    they join (:class:`StoreAccess`); fails with :class:`ClusterError` when none can."""
+    refused = {worker: problem for worker, problem in client.run(store_problem, store).items() if problem}
+    for worker, problem in refused.items():
+        log.warning("Dask worker %s refused: %s", worker, problem)
+    if refused and len(refused) == len(client.scheduler_info(n_workers=-1)["workers"]):
+        raise ClusterError(
+            f"no Dask worker at {client.scheduler.address} can use the store: {next(iter(refused.values()))}"
+        )
+    client.register_plugin(StoreAccess(store))
+
+
 @contextmanager
-def dask_cluster(address: str | None = None, n_workers: int | None = None) -> Iterator[str]:
-    """The scheduler address a flow's stages share: ``address`` itself (checked to answer), or
-    that of a LocalCluster started for the duration of the block."""
+def dask_cluster(address: str | None = None, n_workers: int | None = None, store: str | None = None) -> Iterator[str]:
+    """The scheduler address a flow's stages share: ``address`` itself (checked to answer; with ``store``,
+    its workers that cannot use the store are refused), or that of a LocalCluster started for the
+    duration of the block (its workers share this process's environment)."""
     if address:
-        check_scheduler(address)
+        with dask_client(address) as client:
+            if store is not None:
+                admit_workers(client, store)
         yield address
         return
     with LocalCluster(**local_cluster_options(n_workers)) as cluster:

@@ -36,6 +36,13 @@ log = logging.getLogger(__name__)
 MANIFEST = "manifest.json"
 _CHUNK = 1 << 20
 
+# How S3 requests ride out an outage of the store: a try gives up on connecting after 10 s and on an answer
+# after 60 s, and botocore tries up to 10 times, backing off exponentially (at most 20 s apart): about 3 minutes
+# with the endpoint gone, then the command fails naming it. fsspec's FSSPEC_S3 variable (JSON of S3FileSystem
+# options, e.g. '{"config_kwargs": {"connect_timeout": 2, "retries": {"max_attempts": 4}}}') replaces these.
+S3_CLIENT = {"connect_timeout": 10, "read_timeout": 60, "retries": {"mode": "standard", "max_attempts": 10}}
+fsspec.config.conf.setdefault("s3", {}).setdefault("config_kwargs", S3_CLIENT)
+
 
 class SnapshotError(RuntimeError):
     """A snapshot is missing, incomplete or fails its checksums."""
@@ -162,9 +169,18 @@ class SnapshotWriter:
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
-        """Without a commit, remove what was written; a resumable writer keeps it for the next try."""
-        if not self.committed and not self.resumable and self.fs.exists(self.staging):
-            self.fs.rm(self.staging, recursive=True)
+        """Without a commit, remove what was written; a resumable writer keeps it for the next try. When the
+        store itself failed, what cannot be removed stays: without its manifest it is no snapshot, and the
+        store's error is the one raised."""
+        if self.committed or self.resumable:
+            return
+        try:
+            if self.fs.exists(self.staging):
+                self.fs.rm(self.staging, recursive=True)
+        except Exception as e:
+            if exc is None:
+                raise
+            log.warning("could not remove the unfinished %s: %s", self.staging, e)
 
     def url(self, relpath: str) -> str:
         """Where to write ``relpath`` before the commit."""

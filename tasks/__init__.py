@@ -15,11 +15,14 @@ HOUR = 3600
 
 
 def is_transient(task: Task, task_run: TaskRun, state: State) -> bool:
-    """Retry only failures that a second try can fix: network and I/O errors, not bad input."""
+    """Retry only failures that a second try can fix: network and I/O errors (an S3 store's too, once
+    botocore's own retries gave up), not bad input."""
+    from botocore.exceptions import ConnectionError as S3ConnectionError
+    from botocore.exceptions import HTTPClientError
+
     error = state.data
-    return isinstance(error, (ConnectionError, TimeoutError, OSError)) and not isinstance(
-        error, (FileNotFoundError, PermissionError, IsADirectoryError)
-    )
+    network = (ConnectionError, TimeoutError, OSError, S3ConnectionError, HTTPClientError)
+    return isinstance(error, network) and not isinstance(error, (FileNotFoundError, PermissionError, IsADirectoryError))
 
 
 def inputs_and_version(context: TaskRunContext, parameters: dict[str, Any]) -> str | None:

@@ -31,6 +31,10 @@ def test_a_service_error_is_a_user_error_once_its_module_is_loaded():
 
     assert all(is_user_error(e) for e in (ClusterError("x"), TrackingError("x"), ValueError("x"), SnapshotError("x")))
     assert not is_user_error(RuntimeError("a bug"))
+    from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError  # an S3 store gone, retries spent
+
+    url = "http://s3:9000/npm/store/corpus/0123456789abcdef/manifest.json"
+    assert is_user_error(ConnectTimeoutError(endpoint_url=url)) and is_user_error(ReadTimeoutError(endpoint_url=url))
 
 
 def test_an_error_is_one_physical_line_at_any_width(tmp_path):
