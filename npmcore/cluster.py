@@ -1,6 +1,7 @@
 """Dask clusters: a LocalCluster by default, or an existing scheduler by address."""
 
 import logging
+import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
@@ -116,6 +117,23 @@ def dask_client(
     with LocalCluster(**local_cluster_options(n_workers)) as cluster, Client(cluster) as client:
         log.info("started a local Dask cluster with %d workers", len(cluster.workers))
         yield client
+
+
+def check_readable(paths: list[str], client: Client | None) -> None:
+    """Fail with a :class:`ValueError` naming the path and the workers when a worker of ``client``'s cluster
+    cannot see a local path it is to read: a file on this machine only, while the workers run on others."""
+    if client is None:
+        return
+    for path in paths:
+        if "://" in path and not path.startswith("file://"):
+            continue
+        local = path.removeprefix("file://")
+        blind = sorted(worker for worker, seen in client.run(os.path.exists, local).items() if not seen)
+        if blind:
+            raise ValueError(
+                f"{path} is not on the machines of the Dask workers {', '.join(blind)}: put the inputs where "
+                "every worker can read them (the store's S3 bucket, a shared filesystem)"
+            )
 
 
 def worker_threads(client: Client) -> int:

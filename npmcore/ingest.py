@@ -37,7 +37,7 @@ from fsspec.utils import infer_compression, seek_delimiter
 
 from npmcore import __version__
 from npmcore.blocks import split_document
-from npmcore.cluster import map_bounded
+from npmcore.cluster import check_readable, map_bounded
 from npmcore.corpus import (
     COMPRESSION_ERRORS,
     CorpusError,
@@ -458,6 +458,7 @@ def ingest(
         raise ValueError(f"max_tokens must be >= 32, got {config.max_tokens}")
     files = expand_inputs(inputs)
     formats = [detect_format(u) if config.format == "auto" else config.format for u in files]
+    check_readable([u for u, f in zip(files, formats, strict=True) if f != "mediawiki"], client)  # dumps: read here
     tokenizer = load_tokenizer(config.encoder)
     input_entries = [
         {"url": u, "source": source_name(u), "format": f, **asdict(sha256_file(u))}

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from npmcore.bm25 import BM25Searcher
+from npmcore.cluster import check_readable, dask_client
 from npmcore.datastore import build_datastore
 from npmcore.indexer import IndexConfig, build_index
 from npmcore.snapshots import open_index
@@ -187,3 +188,15 @@ def test_cli_fails_fast_on_an_unreachable_scheduler(tmp_path, monkeypatch):
     assert f"cannot reach the Dask scheduler at {address} within 1 s" in " ".join(result.output.split())
     assert elapsed < 5  # the 1 s connection timeout and the command's start, then out at once
     assert not list(tmp_path.iterdir())
+
+
+def test_inputs_the_workers_cannot_see_are_refused_naming_them(tmp_path):
+    """The fast sibling of test_hosts.py's refusal of a file on the driver's disk only."""
+    seen = tmp_path / "seen.txt"
+    seen.write_text("every worker of a local cluster sees this machine's files\n")
+    with dask_client(n_workers=1) as client:
+        check_readable([str(seen), f"file://{seen}", "s3://bucket/inputs.txt"], client)  # S3: not a path to check
+        with pytest.raises(
+            ValueError, match=f"{tmp_path}/unseen.txt is not on the machines of the Dask workers tcp://"
+        ):
+            check_readable([str(seen), str(tmp_path / "unseen.txt")], client)

@@ -182,6 +182,14 @@ def test_the_whole_job_across_hosts_equals_one_machine(site, dump_path):
     assert h["worker-c"].processes[0].wait(timeout=60) == 0  # the worker and its nanny closed
     assert len(re.findall(refusal, h["worker-c"].log("service.log"))) == 1
 
+    # a file on the driver's disk only is refused, naming it, before any worker tries to read it
+    (h["driver"].disk / "notes.txt").write_text("A note that only the driver's disk holds.\n")
+    local = h["driver"].run(
+        rb.line("driver", "npmcore ingest").replace("s3://npm/dumps/sample.xml", "~/notes.txt"), env["driver"]
+    )
+    assert local.returncode == 2, local.stderr
+    assert f"error: {DISK}/notes.txt is not on the machines of the Dask workers tls://" in local.stderr, local.stderr
+
     # training on two hosts, one process each, equal to one process on the same global batches
     trainers = [
         h[name].start(rb.line(name, "torchrun"), {**env[name], "NODE_RANK": str(rank), "CORPUS": corpus}, "train.log")
