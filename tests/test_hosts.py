@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from hosts import DISK, Host, Network, unavailable
+from hosts import DISK, SUBNET, Host, Network, unavailable
 
 OPERATE = ROOT / "docs" / "operate.md"
 HOSTS = ["s3", "mlflow", "scheduler", "worker-a", "worker-b", "worker-c", "driver", "solo", "api"]
@@ -208,6 +208,10 @@ def test_the_whole_job_across_hosts_equals_one_machine(site, dump_path):
     assert difference["max_difference"] < 2.5e-5 / 4, difference
     model = last_line(h["driver"].run(rb.line("driver", "npmcore register"), env["driver"], 600))
     assert model == "models:/npm-encoder/1"
+    artifacts = python(
+        site, "driver", "import s3fs; print(len(s3fs.S3FileSystem().glob('npm/mlartifacts/**/*.safetensors')))"
+    )
+    assert int(artifacts) >= 1  # the registered weights live on S3, behind the MLflow server
 
     # the index, while a worker host dies mid-embedding
     indexing = h["driver"].start(rb.line("driver", "npmcore index"), env["driver"], "index.log")
@@ -344,6 +348,8 @@ def test_hosts_share_nothing_but_the_network(tmp_path):
         seen = one.run(f"hostname; ls -A /tmp; test -e {secret} || echo hidden; touch {ROOT}/x 2>&1 || true", {})
         assert succeeded(seen).splitlines()[:2] == ["one", "hidden"]  # its name; an empty /tmp; the test's files hidden
         assert "Read-only file system" in seen.stdout  # the checkout
+        assert succeeded(one.run("ip route", {})).split()[0] == f"{SUBNET}.0/24"  # no way out but the test's net
+        assert len(succeeded(one.run("ip route", {})).splitlines()) == 1
         succeeded(one.run("touch ~/mine", {}))
         assert (one.disk / "mine").exists() and not (two.disk / "mine").exists()  # its home is its own disk
         network.unplug("two")
