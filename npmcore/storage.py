@@ -37,8 +37,8 @@ MANIFEST = "manifest.json"
 _CHUNK = 1 << 20
 
 # How S3 requests ride out an outage of the store: a try gives up on connecting after 10 s and on an answer
-# after 60 s, and botocore tries up to 10 times, backing off exponentially (at most 20 s apart): about 3 minutes
-# with the endpoint gone, then the command fails naming it. fsspec's FSSPEC_S3 variable (JSON of S3FileSystem
+# after 60 s, and botocore tries up to 10 times, backing off exponentially (at most 20 s apart): up to about
+# 3 minutes with the endpoint gone, then the command fails naming it. fsspec's FSSPEC_S3 variable (JSON of S3FileSystem
 # options, e.g. '{"config_kwargs": {"connect_timeout": 2, "retries": {"max_attempts": 4}}}') replaces these.
 S3_CLIENT = {"connect_timeout": 10, "read_timeout": 60, "retries": {"mode": "standard", "max_attempts": 10}}
 fsspec.config.conf.setdefault("s3", {}).setdefault("config_kwargs", S3_CLIENT)
