@@ -90,7 +90,7 @@ def fail(error: Exception) -> NoReturn:
     """Print ``error: …`` as one physical line whatever the console's width (a path or URL in it can be
     copied whole; the terminal folds it for the eye only), and exit with status 2."""
     text = str(error)
-    if type(error).__module__ == "botocore.exceptions" and not isinstance(error, SnapshotError):
+    if type(error).__module__ == "botocore.exceptions":
         text = f"the S3 store stopped answering, retries included: {text}"
     errors.print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
     raise typer.Exit(2)

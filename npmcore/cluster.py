@@ -6,7 +6,9 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import TypeVar
 
+import fsspec
 from distributed import Client, LocalCluster, WorkerPlugin, as_completed
+from fsspec.implementations.local import LocalFileSystem
 
 from npmcore.storage import StoreError, check_store
 
@@ -125,9 +127,9 @@ def check_readable(paths: list[str], client: Client | None) -> None:
     if client is None:
         return
     for path in paths:
-        if "://" in path and not path.startswith("file://"):
+        fs, local = fsspec.core.url_to_fs(path)
+        if not isinstance(fs, LocalFileSystem):  # S3 and the like: the same for every worker
             continue
-        local = path.removeprefix("file://")
         blind = sorted(worker for worker, seen in client.run(os.path.exists, local).items() if not seen)
         if blind:
             raise ValueError(

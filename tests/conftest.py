@@ -19,6 +19,16 @@ if "PYTEST_XDIST_WORKER" in os.environ:  # make test: two workers on two cores, 
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def prefect_logging() -> None:
+    """Prefect's logging set up once, on the session's streams: set up inside a CliRunner call (the first flow
+    a test module runs), its console handler would keep that call's stream, and print Prefect's lines into the
+    output of the commands after it (or fail on the stream, closed)."""
+    from prefect.logging.configuration import setup_logging
+
+    setup_logging()
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """xdist groups (``--dist loadgroup``): a module's tests run on one worker, so that its module

@@ -60,11 +60,15 @@ class Runbook:
         self.used.update(lines)
         return "\n".join(lines)
 
-    def line(self, host: str, start: str) -> str:
-        """The one line for ``host`` that starts with ``start``, after the host's environment."""
+    def command(self, host: str, start: str) -> str:
+        """The one line for ``host`` that starts with ``start``."""
         (line,) = {x for b in self.blocks if host in b.hosts for x in b.lines if x.startswith(start)}
         self.used.add(line)
-        return f"{self.environment(host)}\n{line}"
+        return line
+
+    def line(self, host: str, start: str) -> str:
+        """The one line for ``host`` that starts with ``start``, after the host's environment."""
+        return self.script(host, self.command(host, start))
 
     def script(self, host: str, command: str) -> str:
         """``command`` (not the runbook's) after the host's environment."""
@@ -85,9 +89,7 @@ def sample_dump(dump_path: str, first: int, end: int) -> str:
 def python(site: "Site", name: str, code: str, timeout_s: float = 120) -> str:
     """Run Python ``code`` on host ``name``, in its environment; returns its last line of output."""
     host = site.hosts[name]
-    result = host.run(site.runbook.script(name, f"python -c {shlex.quote(code)}"), site.env[name], timeout_s)
-    assert result.returncode == 0, f"{host.name}: {result.stdout}{result.stderr}"
-    return result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    return last_line(host.run(site.runbook.script(name, f"python -c {shlex.quote(code)}"), site.env[name], timeout_s))
 
 
 def wait_for(host: Host, env: dict, name: str, port: int, timeout_s: float = 120) -> None:
@@ -108,6 +110,12 @@ def wait_for_log(host: Host, log: str, pattern: str, timeout_s: float = 180, cou
         assert time.monotonic() < deadline, f"{host.name}: no {pattern!r} in {log} within {timeout_s} s:\n{text}"
         assert host.processes[-1].poll() is None, f"{host.name}: the command ended:\n{text}"
         time.sleep(0.2)
+
+
+def comparable(files: dict[str, dict]) -> dict[str, object]:
+    """A manifest's files as two builds of the same input must agree on them: every sha256, but only the sizes
+    of BM25's files (Lucene writes a random segment id into each)."""
+    return {path: entry["bytes"] if path.startswith("bm25/") else entry for path, entry in files.items()}
 
 
 def succeeded(result) -> str:
@@ -198,7 +206,7 @@ def test_the_whole_job_across_hosts_equals_one_machine(site, dump_path):
     for trainer in trainers:
         trainer.wait(timeout=600)
     assert [t.returncode for t in trainers] == [0, 0], h["worker-a"].log("train.log") + h["worker-b"].log("train.log")
-    one = rb.line("worker-a", "torchrun").split("\n")[-1].split(" -m ")[1].replace("two-hosts", "one-process")
+    one = rb.command("worker-a", "torchrun").split(" -m ")[1].replace("two-hosts", "one-process")
     single = f"torchrun --standalone --nproc-per-node 1 -m {one.replace('$CORPUS', corpus)}"
     succeeded(h["driver"].run(rb.script("driver", single), env["driver"], 600))
     difference = json.loads(python(site, "driver", TRAINED_DIFFERENCE))
@@ -237,22 +245,14 @@ def test_the_whole_job_across_hosts_equals_one_machine(site, dump_path):
 
     # the same input on one machine (a local store, a local Dask cluster) gives the same snapshots
     solo = rb.script("api", "export MLFLOW_TRACKING_URI=http://mlflow:5000 NPM_STORE=$HOME/store")  # S3, no Dask
-    local_corpus = last_line(
-        h["solo"].run(solo + "\n" + rb.line("driver", "npmcore ingest").split("\n")[-1], env["solo"], 600)
-    )
-    local_index = last_line(
-        h["solo"].run(solo + "\n" + rb.line("driver", "npmcore index").split("\n")[-1], env["solo"], 900)
-    )
+    local_corpus = last_line(h["solo"].run(f"{solo}\n{rb.command('driver', 'npmcore ingest')}", env["solo"], 600))
+    local_index = last_line(h["solo"].run(f"{solo}\n{rb.command('driver', 'npmcore index')}", env["solo"], 900))
     remote = json.loads(python(site, "driver", f"{SNAPSHOTS}\nprint(json.dumps(snapshots({index!r})))"))
     local = json.loads(python(site, "solo", f"{SNAPSHOTS}\nprint(json.dumps(snapshots({local_index!r})))"))
     assert local_corpus.rsplit("/", 1)[1] == corpus.rsplit("/", 1)[1]
     for kind in ("corpus", "datastore", "index"):
         assert remote[kind]["id"] == local[kind]["id"], kind
-        # Lucene writes a random segment id into every file: BM25's files are compared by their sizes
-        same = {k: v if not k.startswith("bm25/") else v["bytes"] for k, v in remote[kind]["files"].items()}
-        assert same == {k: v if not k.startswith("bm25/") else v["bytes"] for k, v in local[kind]["files"].items()}, (
-            kind
-        )
+        assert comparable(remote[kind]["files"]) == comparable(local[kind]["files"]), kind
 
     last_line(h["driver"].run(rb.line("driver", "npmcore eval"), {**env["driver"], "INDEX": index}, 900))
     last_line(h["driver"].run(rb.line("driver", "npmcore serving set"), {**env["driver"], "INDEX": index}, 300))
