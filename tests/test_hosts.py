@@ -89,7 +89,8 @@ def sample_dump(dump_path: str, first: int, end: int) -> str:
 def python(site: "Site", name: str, code: str, timeout_s: float = 120) -> str:
     """Run Python ``code`` on host ``name``, in its environment; returns its last line of output."""
     host = site.hosts[name]
-    return last_line(host.run(site.runbook.script(name, f"python -c {shlex.quote(code)}"), site.env[name], timeout_s))
+    output = succeeded(host.run(site.runbook.script(name, f"python -c {shlex.quote(code)}"), site.env[name], timeout_s))
+    return output.strip().splitlines()[-1] if output.strip() else ""
 
 
 def wait_for(host: Host, env: dict, name: str, port: int, timeout_s: float = 120) -> None:
