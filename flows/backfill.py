@@ -1,15 +1,17 @@
 """Flow ``backfill_dump``: a new Wikipedia dump, or a month of CC-News WARC files, becomes a new
 corpus snapshot and index, incrementally.
 
-A Wikipedia dump is ingested into its own corpus snapshot (the previous one's unchanged pages
-are copied, not parsed again). A month of WARC files *extends* the previous corpus: the new
-snapshot holds its blocks and the month's articles that are not duplicates of its articles
-(same URL, same or nearly the same text). Either way the new blocks are matched by content
-hash against the datastore of the previous index (same encoder): unchanged blocks copy their
-vectors, only new and changed blocks are embedded, blocks of deleted or edited articles are
-simply not carried over, and the previous index's trained FAISS index is filled again instead
-of trained. The previous snapshots are immutable and stay queryable, so a question can be
-answered against the old and the new corpus.
+A Wikipedia dump is ingested into its own corpus snapshot (of an XML dump, the previous one's
+unchanged pages are copied, not parsed again; WikiExtractor output of a dump is read whole). A
+month of WARC files *extends* the previous corpus: the new snapshot holds its blocks and the
+month's articles that are not duplicates of its articles (same URL, same or nearly the same
+text). Either way the new blocks are matched by content hash against the datastore of the
+previous index (same encoder): unchanged blocks copy their vectors, only new and changed blocks
+are embedded, blocks of deleted or edited articles are simply not carried over, and the previous
+index's trained FAISS index is filled again instead of trained. The previous snapshots are
+immutable and stay queryable, so a question can be answered against the old and the new corpus.
+A previous index of BM25 alone (``--previous``; the newest-index default looks only at indexes
+of the encoder's vectors) is followed by one of BM25 alone: nothing is embedded.
 """
 
 import time
@@ -40,8 +42,8 @@ def month_or_day(value: object) -> object:
 
 class BackfillParams(BaseModel):
     dump: Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)] = Field(
-        description="The new dump: a pages-articles XML(.bz2), or a month of CC-News WARC files (paths, URLs or "
-        "globs, s3://… included)."
+        description="The new dump: a pages-articles XML(.bz2), WikiExtractor output of one (its files or folder), "
+        "or a month of CC-News WARC files (paths, URLs or globs, s3://… included)."
     )
     dump_date: Annotated[date, BeforeValidator(month_or_day)] = Field(
         description="Date of the dump (YYYY-MM-DD), or the month of the WARC files (YYYY-MM), logged with the run."
@@ -63,11 +65,12 @@ class BackfillParams(BaseModel):
 
 
 def dump_format(files: list[str]) -> Format:
-    """``mediawiki`` or ``warc``: what the files of a backfill are (one of them, not both)."""
+    """``mediawiki``, ``wikiextractor`` or ``warc``: what the files of a backfill are (one kind only)."""
     formats = {detect_format(f) for f in files}
-    if formats not in ({"mediawiki"}, {"warc"}):
+    if formats not in ({"mediawiki"}, {"wikiextractor"}, {"warc"}):
         raise CorpusError(
-            f"a backfill takes MediaWiki dump files or WARC files, not {' and '.join(sorted(formats))} files"
+            "a backfill takes MediaWiki dump files, WikiExtractor output of a dump or WARC files, not "
+            f"{' and '.join(sorted(formats))} files"
         )
     return formats.pop()
 
@@ -123,9 +126,14 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
         else:
             found = newest_index(params.store, fingerprint, open_corpus(corpus).manifest.id)
             previous = params.previous or (found.url if found else None)
-            index_params = IndexParams(store=params.store, corpus=corpus, model=encoder, cluster=cluster)
-            index = index_corpus(index_params, previous)
-    datastore = open_datastore(open_index(index).datastore).manifest
+            # an index of BM25 alone is followed by one: nothing to embed
+            vectors = open_index(previous).vectors if previous else True
+            index_params = IndexParams(
+                store=params.store, corpus=corpus, model=encoder, vectors=vectors, cluster=cluster
+            )
+            index = index_corpus(index_params, previous if vectors else None)
+    built = open_index(index)
+    datastore = open_datastore(built.datastore).manifest if built.vectors else None
     with tracking(uri, params.experiment), mlflow.start_run(run_name=f"backfill {params.dump_date}"):
         link_runs(uri)
         log_snapshot_input("corpus", corpus, "produced")
@@ -141,10 +149,12 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
                 "index": index,
                 "previous_index": previous,
                 "encoder": params.model or "default",
-                "encoder_fingerprint": datastore.config["encoder_fingerprint"],
+                "encoder_fingerprint": fingerprint,
+                "vectors": built.vectors,
             }
         )
-        blocks, reused = datastore.counts["blocks"], datastore.counts["reused_blocks"]
+        blocks = built.manifest.counts["blocks"]
+        reused = datastore.counts["reused_blocks"] if datastore else 0  # BM25 alone: nothing embedded
         mlflow.log_metrics(
             {
                 "blocks": blocks,

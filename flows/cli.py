@@ -591,11 +591,20 @@ def index_command(
             "at 131072, 217k at 8192).",
         ),
     ] = 8192,
+    bm25_only: Annotated[
+        bool,
+        typer.Option(
+            "--bm25-only",
+            help="Build an index of BM25 alone: nothing embedded, minutes instead of hours on a large corpus; "
+            "BM25-restricted queries (system npm) encode their top passages per query, kNN search refuses it.",
+        ),
+    ] = False,
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
     """Embed a corpus snapshot (shards in parallel on Dask) and build its FAISS + BM25 index; prints its URL.
-    The log states the index's plan first: its factory and why, its size, memory, training sample and time."""
+    The log states the index's plan first: its factory and why, its size, memory, training sample and time.
+    With --bm25-only: the index of BM25 alone, nothing embedded."""
     from flows.index import IndexParams, index_corpus
     from flows.prefect_api import prefect_api
 
@@ -609,17 +618,21 @@ def index_command(
         rerank=rerank,
         max_memory_gb=max_memory,
         batch_tokens=batch_tokens,
+        vectors=not bm25_only,
         cluster=cluster_params(dask_address, workers),
     )
     with prefect_api():
         url = index_corpus(params, progress=sys.stderr.isatty())
     manifest = open_snapshot(url, verify=False)
     show(counts_table(manifest))
-    rerank = manifest.config.get("rerank", 1)
-    console.print(
-        f"factory {manifest.config['factory']} ({manifest.config['search_params'] or 'no search parameters'}"
-        + (f"; kNN re-scores k x {rerank} from the datastore)" if rerank > 1 else ")")
-    )
+    rerank = manifest.config.get("rerank") or 1
+    if not manifest.config.get("vectors", True):
+        console.print("BM25 alone: no token vectors (BM25-restricted queries encode their passages)")
+    else:
+        console.print(
+            f"factory {manifest.config['factory']} ({manifest.config['search_params'] or 'no search parameters'}"
+            + (f"; kNN re-scores k x {rerank} from the datastore)" if rerank > 1 else ")")
+        )
     print(url)
 
 
@@ -765,7 +778,8 @@ def eval_command(
     task: Annotated[
         list[str] | None,
         typer.Option(
-            help="sst2, mr, cr, rt, subj, agn, rte, trex, google_re, nq, triviaqa, cloze or wikitext2 (repeatable)."
+            help="sst2, mr, cr, rt, subj, agn, rte, trex, google_re, kamel, nq, triviaqa, entity_translation, "
+            "temporal, cloze or wikitext2 (repeatable)."
         ),
     ] = None,
     suite: Annotated[str | None, typer.Option(help="quick: every task but cloze, at most 100 examples each.")] = None,
@@ -797,8 +811,9 @@ def eval_command(
     system: Annotated[
         list[str] | None,
         typer.Option(
-            help="npm, npm-no-bm25, npm-single, or the masked-token systems mlm, knn, knn-lm (an encoder with a "
-            "trained MLM head; one sweep over --lam, --tau, --fraction per task) (repeatable; default npm)."
+            help="npm, npm-no-bm25, npm-single, the open-set baselines mlm-head (the masked-LM head alone) and "
+            "mlm-read (the top BM25 passage, then the head), or the masked-token systems mlm, knn, knn-lm (an encoder "
+            "with a trained MLM head; one sweep over --lam, --tau, --fraction per task) (repeatable; default npm)."
         ),
     ] = None,
     exact: Annotated[bool, typer.Option(help="Also search a Flat (exact) index of the same datastore.")] = False,
@@ -811,6 +826,17 @@ def eval_command(
         typer.Option(help="knn, knn-lm: share of the datastore's blocks searched, repeatable (default 1)."),
     ] = None,
     k: Annotated[int, typer.Option(min=1, help="Tokens retrieved per query vector.")] = 4096,
+    passages: Annotated[
+        int, typer.Option(min=1, help="Open-set npm and npm-single: the top BM25 passages searched (paper: 3).")
+    ] = 3,
+    l_max: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Longest open-set answer in tokens (default: 20 for entity_translation, whose scripts split into "
+            "many pieces; 10 otherwise, the paper's).",
+        ),
+    ] = None,
     tau: Annotated[
         list[float] | None,
         typer.Option(help="Temperature, repeatable for a sweep (default: 5 closed-set, 1 open-set)."),
@@ -868,6 +894,8 @@ def eval_command(
         systems=system or ["npm"],
         exact=exact,
         k=k,
+        passages=passages,
+        l_max=l_max,
         taus=tau,
         **({"lambdas": lam} if lam else {}),
         fractions=fraction or [1.0],

@@ -1,5 +1,6 @@
 """Flow ``index_corpus``: corpus snapshot -> datastore (shards embedded on Dask) -> FAISS (shards
-encoded on Dask) -> BM25 -> index snapshot; the index's plan is logged before anything is embedded."""
+encoded on Dask) -> BM25 -> index snapshot; the index's plan is logged before anything is embedded.
+Without vectors: corpus snapshot -> BM25 -> index snapshot (nothing embedded)."""
 
 import time
 from collections.abc import Iterator
@@ -16,7 +17,13 @@ from npmcore.faiss_index import duration
 from npmcore.indexer import IndexConfig, corpus_choice
 from npmcore.snapshots import newest_corpus, open_index
 from npmcore.tracking import resolve_encoder
-from tasks.index import build_bm25_task, build_datastore_task, build_faiss_task, commit_index_task
+from tasks.index import (
+    build_bm25_index_task,
+    build_bm25_task,
+    build_datastore_task,
+    build_faiss_task,
+    commit_index_task,
+)
 
 
 class IndexParams(BaseModel):
@@ -56,6 +63,11 @@ class IndexParams(BaseModel):
         "(IVF with memory-mapped lists when the codes do not fit); empty = no limit.",
     )
     bm25: bool = Field(True, description="Also build the BM25 index for the restricted open-set mode.")
+    vectors: bool = Field(
+        True,
+        description="Embed the corpus and index its token vectors; false: an index of BM25 alone (no embedding), "
+        "which BM25-restricted open-set queries need and nothing else (kNN search refuses it).",
+    )
     batch_tokens: int = Field(
         8192,
         ge=512,
@@ -89,6 +101,16 @@ def index_corpus(params: IndexParams | None = None, previous: str | None = None,
     params = params or IndexParams()
     corpus = params.corpus or newest_corpus(params.store)
     encoder = resolve_encoder(params.model, params.store)
+    if not params.vectors:
+        if previous is not None and open_index(previous).vectors:
+            raise ValueError(f"index {previous} holds vectors: a backfill of it builds vectors too")
+        seconds: dict[str, float] = {}
+        with timed(seconds, "bm25"):
+            url = build_bm25_index_task(corpus, encoder)
+        get_run_logger().info("index stages: bm25 %.1f s (BM25 alone, no vectors)", seconds["bm25"])
+        if mlflow.active_run() is not None:
+            mlflow.log_metrics({"seconds.bm25": seconds["bm25"]})
+        return url
     reuse = open_index(previous).datastore if previous else None
     config = params.config()
     logger = get_run_logger()

@@ -73,9 +73,10 @@ class Served:
     def check(self) -> None:
         """Refuse an index whose parts disagree with its manifest or that cannot answer."""
         counts = self.manifest.counts
-        if self.npm.index.ntotal != counts["tokens"] or len(self.npm.corpus.tokens) != counts["tokens"]:
+        vectors = counts["tokens"] if self.npm.index is None else self.npm.index.ntotal  # BM25 alone: no vectors
+        if vectors != counts["tokens"] or len(self.npm.corpus.tokens) != counts["tokens"]:
             raise ValueError(
-                f"index {self.url}: {self.npm.index.ntotal} vectors and {len(self.npm.corpus.tokens)} token ids, "
+                f"index {self.url}: {vectors} vectors and {len(self.npm.corpus.tokens)} token ids, "
                 f"its manifest says {counts['tokens']}"
             )
         if len(self.npm.corpus.offsets) != counts["blocks"] + 1:

@@ -12,6 +12,11 @@ Layout ({store}/index/{id}/), all of it needed at query time and nothing more::
     bm25/…          Lucene index of the blocks (doc id = global block number), for the
                     BM25-restricted open-set mode
 
+An index may also hold **BM25 alone** (:func:`build_bm25_index`: factory ``BM25``, ``vectors``
+false in its manifest, no ``index.faiss``, no datastore): the BM25-restricted open-set mode
+encodes its top passages per query and needs nothing else, so evaluating against a large
+corpus costs a Lucene index, not an embedding of every token. kNN search refuses it.
+
 The index and its datastore and corpus live in the same store; the block texts (for
 evidence) are read from the corpus snapshot, and kNN search re-scores its shortlist with the
 datastore's exact vectors (``rerank``). The id is a digest of the datastore id and the index
@@ -88,6 +93,7 @@ from npmcore.storage import (
 )
 
 log = logging.getLogger(__name__)
+BM25_ONLY = "BM25"  # the factory named by an index that holds BM25 alone (no token vectors)
 TRAINED = "trained.faiss"  # the trained, empty FAISS index, kept in the snapshot: incremental rebuilds reuse it
 Progress = Callable[[int], None]  # called with the tokens just added to the index
 
@@ -417,6 +423,100 @@ def build_bm25_files(plan: IndexPlan) -> dict[str, FileEntry]:
         log.info("BM25 index of %d blocks in %.0f s", count, _since(started))
         entries = _upload(plan, workdir, sorted(p for p in (workdir / "bm25").iterdir() if p.is_file()))
     return _finish(plan, "bm25", entries)
+
+
+# --- BM25 alone ---------------------------------------------------------------------------
+
+
+def corpus_token_arrays(corpus: str, tokenizer) -> tuple[dict[str, np.ndarray], list[int]]:
+    """tokens, offsets and token_df (as :func:`token_arrays`) read from the corpus's token ids, each
+    block less the tokenizer's special tokens: the same arrays a datastore of the corpus gives; and
+    the blocks of each corpus shard."""
+    from npmcore.encoder import special_frame
+
+    before, after = special_frame(tokenizer)
+    manifest = open_corpus(corpus).manifest
+    total = manifest.counts["tokens"] - (before + after) * manifest.counts["blocks"]
+    tokens = np.empty(total, dtype=np.uint16 if len(tokenizer) <= 1 << 16 else np.int32)
+    lengths, first = [], 0
+    for table in read_blocks(corpus, columns=["token_ids"]):
+        column = table.column("token_ids").combine_chunks()
+        bounds = column.offsets.to_numpy()
+        flat = column.values.to_numpy()
+        keep = np.ones(len(flat), dtype=bool)
+        for k in range(before):
+            keep[bounds[:-1] + k] = False
+        for k in range(1, after + 1):
+            keep[bounds[1:] - k] = False
+        content = flat[keep]
+        tokens[first : first + len(content)] = content
+        lengths.append(np.diff(bounds) - before - after)
+        first += len(content)
+    if first != total:
+        raise SnapshotError(f"corpus {corpus} holds {first} content tokens, its manifest counts {total}")
+    offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths or [np.empty(0, dtype=np.int64)]))])
+    offsets = offsets.astype(np.int64)
+    arrays = {"tokens": tokens, "offsets": offsets, "token_df": block_frequency(tokens, offsets, len(tokenizer)).df}
+    return arrays, [len(n) for n in lengths]
+
+
+def bm25_index_id(corpus: str, encoder: str | None) -> str:
+    """The id of the BM25-only index of a corpus snapshot queried with ``encoder`` (None: the default)."""
+    config = {"factory": BM25_ONLY, "vectors": False, "bm25": True, "encoder": encoder or "default"}
+    return snapshot_id(INDEX, [{"corpus": open_corpus(corpus).manifest.id}], config)
+
+
+def build_bm25_index(corpus: str, encoder: str | None = None) -> str:
+    """Build (or reuse) the index snapshot of a corpus that holds BM25 alone: the blocks' Lucene
+    index and their token arrays, no vectors (see the module's docstring). ``encoder``: the
+    encoder its queries use by default (None: the shipped one); its tokenizer must be the
+    corpus's. Returns the URL."""
+    from npmcore.encoder import encoder_config, load_tokenizer, tokenizer_fingerprint
+
+    snapshot = open_corpus(corpus)
+    tokenizer = load_tokenizer(encoder)
+    if tokenizer_fingerprint(tokenizer) != snapshot.tokenizer:
+        raise ValueError(
+            f"corpus {corpus} was tokenized by another tokenizer than encoder {encoder or 'default'!r}'s: "
+            "ingest it with this encoder (npmcore ingest --model …)"
+        )
+    store, snap_id = store_root(corpus), bm25_index_id(corpus, encoder)
+    url = snapshot_url(store, INDEX, snap_id)
+    if existing_snapshot(url, verify=False):
+        log.info("index %s already exists; nothing to do", url)
+        return url
+    with tempfile.TemporaryDirectory(prefix="npm-bm25-") as tmp, SnapshotWriter(store, INDEX, snap_id) as writer:
+        workdir = Path(tmp)
+        started = time.perf_counter()
+        arrays, shard_blocks = corpus_token_arrays(corpus, tokenizer)
+        for key, array in arrays.items():
+            np.save(workdir / f"{key}.npy", array)
+        count = bm25.index_passages(passages(corpus), str(workdir / "bm25"))
+        log.info("BM25 index of %d blocks (no vectors) in %.0f s", count, _since(started))
+        for path in sorted(p for p in workdir.rglob("*") if p.is_file()):
+            relpath = str(path.relative_to(workdir))
+            with open(path, "rb") as src, fsspec.open(writer.url(relpath), "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+            writer.add(relpath, sha256_file(str(path)))
+        manifest = Manifest(
+            kind=INDEX,
+            id=snap_id,
+            inputs=[{"corpus": corpus, "corpus_id": snapshot.manifest.id}],
+            config={
+                "factory": BM25_ONLY,
+                "vectors": False,
+                "bm25": True,
+                "search_params": None,
+                "rerank": None,
+                "dim": encoder_config(encoder).hidden_size,
+                "encoder": encoder or "default",
+                "encoder_fingerprint": None,
+                "shard_blocks": shard_blocks,
+            },
+            counts={"tokens": len(arrays["tokens"]), "blocks": len(arrays["offsets"]) - 1},
+            files=dict(writer.files),
+        )
+        return writer.commit(manifest)
 
 
 # --- 3. commit ----------------------------------------------------------------------------

@@ -145,9 +145,11 @@ class NPM:
         self.fingerprint = encoder_fingerprint(self.model)
         self._foreign = foreign_encoder(self.index_snapshot, encoder, self.tokenizer, self.model)
         self._stored = None if self._foreign else stored_vectors(self.index_snapshot)
-        self.index = read_index(str(local / "index.faiss"))
-        set_search_params(self.index, self.manifest.config["search_params"])
-        self.search_index = to_gpu(self.index)
+        # an index of BM25 alone has no FAISS index: its passages are always encoded per query
+        self.index = read_index(str(local / "index.faiss")) if self.index_snapshot.vectors else None
+        if self.index is not None:
+            set_search_params(self.index, self.manifest.config["search_params"])
+        self.search_index = to_gpu(self.index) if self.index is not None else None
         self.corpus = Corpus(
             tokens=np.load(local / "tokens.npy", mmap_mode="r"),
             offsets=np.load(local / "offsets.npy"),
@@ -159,7 +161,8 @@ class NPM:
         self.evidence = EvidenceReader(self.index_snapshot, self.tokenizer, self.corpus)
         self.bm25_dir = local / "bm25" if self.manifest.config["bm25"] else None
         self._bm25: bm25.BM25Searcher | None = None
-        self.scale = 1.0 / math.sqrt(self.index.d)
+        self.dim = int(self.manifest.config["dim"])
+        self.scale = 1.0 / math.sqrt(self.dim)
         self._frame = special_frame(self.tokenizer)
         self._word_words = functools.lru_cache(maxsize=1 << 16)(
             lambda ids: content_words_of(self.tokenizer.decode(list(ids), skip_special_tokens=True))
@@ -174,14 +177,16 @@ class NPM:
 
     def encode_queries(self, queries: list[str], masks: int) -> np.ndarray:
         """(len(queries), masks, d) output vectors at the mask tokens of each query."""
-        return self._encode([self._query_ids(q, masks) for q in queries])
+        return self.mask_states([self.query_ids(q, masks) for q in queries])
 
-    def _encode(self, sequences: list[list[int]]) -> np.ndarray:
+    def mask_states(self, sequences: list[list[int]]) -> np.ndarray:
+        """(len(sequences), masks, d) output vectors at the mask tokens of token-id sequences."""
         hidden = encode(self.model, self.tokenizer, sequences)
         mask_id = self.tokenizer.mask_token_id
         return np.stack([h[np.flatnonzero(np.asarray(s) == mask_id)] for h, s in zip(hidden, sequences, strict=True)])
 
-    def _query_ids(self, query: str, masks: int) -> list[int]:
+    def query_ids(self, query: str, masks: int) -> list[int]:
+        """The token ids of a query (special tokens included), its ``[MASK]`` as ``masks`` mask tokens."""
         own = self.tokenizer.mask_token
         if own != MASK and own in query:
             raise QueryError(f"write the mask as {MASK}, not {own!r}: {query!r}")
@@ -218,8 +223,8 @@ class NPM:
         return self._scored(queries, config, features=True)
 
     def _scored(self, queries: list[str], config: InferenceConfig, features: bool) -> Iterator[Candidates]:
-        sequences = [self._query_ids(q, 2) for q in queries]
-        q = self._encode(sequences) * self.scale  # (B, 2, d): sims are q·E(c)
+        sequences = [self.query_ids(q, 2) for q in queries]
+        q = self.mask_states(sequences) * self.scale  # (B, 2, d): sims are q·E(c)
         if config.restrict:
             restricted = self.restricted(queries, config.passages)
             for query, ids, (q_start, q_end), (tokens, vectors) in zip(queries, sequences, q, restricted, strict=True):
@@ -352,6 +357,8 @@ class NPM:
         decoded from the index's codes."""
         if self._stored is not None:
             return self._stored.gather(ids)
+        if self.index is None:
+            raise ValueError(self._foreign)
         return reconstruct(self.index, ids)
 
     def bm25_blocks(self, query: str, n: int) -> list[int]:
@@ -361,6 +368,10 @@ class NPM:
         if self._bm25 is None:
             self._bm25 = bm25.BM25Searcher(str(self.bm25_dir))
         return [int(hit.block_id) for hit in self._bm25.search(query.replace(MASK, " "), n)]
+
+    def passages(self, query: str, n: int) -> list[str]:
+        """The texts of the top-``n`` BM25 passages of a query, as the encoder reads them (title first)."""
+        return [self.evidence.passage(block).text for block in self.bm25_blocks(query, n)]
 
     def restricted(self, queries: list[str], passages: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each query: the sorted global ids (n,) and exact vectors (n, d) of every content
@@ -375,7 +386,7 @@ class NPM:
                 or [np.empty(0, dtype=np.int64)]
             )
             out.append(
-                (ids, np.concatenate([vectors[b] for b in blocks] or [np.empty((0, self.index.d), dtype=np.float32)]))
+                (ids, np.concatenate([vectors[b] for b in blocks] or [np.empty((0, self.dim), dtype=np.float32)]))
             )
         return out
 
@@ -454,13 +465,19 @@ def foreign_encoder(
     index: IndexSnapshot, encoder: str | None, tokenizer: PreTrainedTokenizerFast, model: PreTrainedModel
 ) -> str | None:
     """Why the encoder cannot search the index's vectors (None when it can: the same weights).
-    Another tokenizer is refused outright; another encoder of the same tokenizer answers
-    BM25-restricted queries only, since those encode their passages again."""
+    Another tokenizer is refused outright; another encoder of the same tokenizer, or an index of
+    BM25 alone, answers BM25-restricted queries only, since those encode their passages again."""
     source = encoder or index.encoder or "default"
     if tokenizer_fingerprint(tokenizer) != open_corpus(index.corpus).tokenizer:
         raise ValueError(
             f"index {index.url} holds tokens of another tokenizer than encoder {source!r}'s: "
             "build an index with this encoder (npmcore index --model …)"
+        )
+    if not index.vectors:
+        return (
+            f"index {index.url} holds BM25 alone (no token vectors): kNN search (npm-no-bm25, closed-set tasks, "
+            "the kNN-LM) needs an index with vectors (npmcore index without --bm25-only); BM25-restricted queries "
+            "work"
         )
     fingerprint = encoder_fingerprint(model)
     if fingerprint == index.encoder_fingerprint:

@@ -7,6 +7,7 @@ here. A snapshot's lineage is a field, not a dictionary lookup::
     corpus      Parquet block shards of the input files       CorpusSnapshot
     datastore   a vector per content token of a corpus        DatastoreSnapshot(.corpus)
     index       FAISS + token ids + BM25 of a datastore       IndexSnapshot(.datastore, .corpus)
+                (or token ids + BM25 alone of a corpus)       IndexSnapshot(.vectors false, .corpus)
     encoder     a registered model exported for the workers   (manifest only)
     checkpoint  a training run's weights and optimizer        (npmcore.train)
 """
@@ -114,12 +115,23 @@ class IndexSnapshot:
     manifest: Manifest
 
     @property
+    def vectors(self) -> bool:
+        """Whether the index holds token vectors (FAISS and a datastore); False: BM25 alone."""
+        return self.manifest.config.get("vectors", True)
+
+    @property
     def datastore(self) -> str:
+        if not self.vectors:
+            raise SnapshotError(
+                f"index {self.url} holds BM25 alone (no token vectors, no datastore): build an index with vectors "
+                "for kNN search (npmcore index without --bm25-only)"
+            )
         return self.manifest.inputs[0]["datastore"]
 
     @property
-    def datastore_id(self) -> str:
-        return self.manifest.inputs[0]["datastore_id"]
+    def datastore_id(self) -> str | None:
+        """The datastore's id; None for an index of BM25 alone."""
+        return self.manifest.inputs[0].get("datastore_id")
 
     @property
     def corpus(self) -> str:
@@ -134,7 +146,8 @@ class IndexSnapshot:
         return _encoder(self.manifest.config)
 
     @property
-    def encoder_fingerprint(self) -> str:
+    def encoder_fingerprint(self) -> str | None:
+        """The weights of the encoder that made the vectors; None for an index of BM25 alone."""
         return self.manifest.config["encoder_fingerprint"]
 
 

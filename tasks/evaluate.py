@@ -75,6 +75,7 @@ def evaluate_run_task(
             "corpus_id": snapshot.corpus_id, "datastore_id": snapshot.datastore_id,
             "encoder_fingerprint": npm.fingerprint, "index_encoder_fingerprint": snapshot.encoder_fingerprint,
             "corpus_tokens": snapshot.manifest.counts["tokens"], "k": config.k, "tau": config.tau,
+            "passages": config.passages, "l_max": config.l_max,
             "restrict": system != "npm-no-bm25", "calibrate": settings.calibrate and evaluated.domain is not None,
             "content_words": config.content_words, "exclude_query_words": config.exclude_query_words,
             "scoring": config.scoring,
@@ -84,7 +85,7 @@ def evaluate_run_task(
             mlflow.log_params({f"ranker.{k}": v for k, v in {**ranker["phrase"], **ranker["position"]}.items()})
             mlflow.log_dict(ranker, "ranker.json")
         copies = {} if result.query_copy_rate is None else {"query_copy_rate": result.query_copy_rate}
-        mlflow.log_metrics({result.metric: result.score, "n": result.n, **result.notes, **copies})
+        mlflow.log_metrics({result.metric: result.score, "n": result.n, **result.notes, **copies, **result.breakdown})
         mlflow.log_text("".join(json.dumps(r.__dict__) + "\n" for r in result.records), "predictions.jsonl")
         if evaluated.macro_key == "answer_length":
             by_length = accuracy_by_length(result, answer_lengths(evaluated, npm))

@@ -7,6 +7,7 @@ from npmcore.datastore import build_datastore, plan_datastore
 from npmcore.indexer import (
     IndexConfig,
     build_bm25_files,
+    build_bm25_index,
     build_faiss_files,
     commit_index,
     existing_index,
@@ -68,3 +69,15 @@ def commit_index_task(datastore: str, config: IndexConfig, trained: str | None, 
     """The index snapshot's manifest, written last; returns its URL (an existing one as it is)."""
     plan = plan_index(datastore, config, trained)
     return existing_index(plan) or commit_index(plan, files)
+
+
+@task(
+    name="build-bm25-index",
+    retries=1,
+    retry_delay_seconds=30,
+    retry_condition_fn=is_transient,
+    timeout_seconds=12 * HOUR,
+)
+def build_bm25_index_task(corpus: str, encoder: str | None) -> str:
+    """The index snapshot of BM25 alone of a corpus (no vectors); returns its URL (an existing one as it is)."""
+    return build_bm25_index(corpus, encoder)

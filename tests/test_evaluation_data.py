@@ -338,3 +338,32 @@ def test_question_tasks_have_no_documents_and_corpus_file_is_written(tmp_path):
     lines = Path(out).read_text(encoding="utf-8").splitlines()
     assert [json.loads(line) for line in lines] == list(reference_documents(task, DATA))
     assert sorted(p.name for p in (tmp_path / "refs").iterdir()) == ["rte.jsonl"]  # no temporary left
+
+
+def test_kamel_asks_the_papers_question_and_every_label_counts():
+    """Against the raw files read here: each sampled fact's query is its relation's question with the
+    subject filled and " Answer: [MASK]." after it, and its answers are every label of every object."""
+    import bz2
+
+    questions = {}
+    for line in (DATA / "kamel" / "question-templates.csv").read_text(encoding="utf-8").splitlines():
+        relation, question = line.split(",", 1)
+        questions[relation] = question.strip()
+    test = load_task("kamel", DATA, limit=3000, seed=0)
+    assert len(test.examples) == 3000 and test.macro_key is None and test.kind == "open"
+    relations = {ex.id.split("-")[1] for ex in test.examples}
+    assert len(relations) > 200  # the seeded sample spans the relations (234, 200 test facts each)
+    for ex in test.examples[::100]:
+        _, relation, split, line = ex.id.split("-")
+        with bz2.open(DATA / "kamel" / relation / f"{split}.jsonl.bz2", "rt", encoding="utf-8") as f:
+            fact = json.loads(f.read().splitlines()[int(line) - 1])
+        labels = [
+            label
+            for o in fact["obj_label"]
+            for label in ([o] if isinstance(o, str) else [o["chosen"], o["rdf"], *(o["alternative"] or [])])
+        ]
+        assert split == "test"
+        assert ex.query == questions[relation].replace("[S]", " ".join(fact["sub_label"].split())) + " Answer: [MASK]."
+        assert set(ex.answers) == {" ".join(label.split()) for label in labels if label and label.strip()}
+    dev = load_task("kamel", DATA, limit=None, split="dev")
+    assert len(dev.examples) == 46800 and all(ex.id.split("-")[2] == "dev" for ex in dev.examples)

@@ -263,3 +263,92 @@ def test_corpus_size_sweep_logs_the_score_against_reference_corpus_tokens(tmp_pa
     assert "score_by_corpus_size.png" in {
         a.path for a in client.list_artifacts(by_name["trex/corpus-size"].info.run_id)
     }
+
+
+def test_groups_stale_answers_and_the_ceiling_of_the_passages_searched(flat, news_store):
+    """Exact match per group, stale predictions and the gold-in-passages ceiling, against the records and
+    the passages read from the corpus snapshot here (a plain substring walk over the normalised texts)."""
+    from npmcore.blocks import encoder_input
+    from npmcore.evaluation.metrics import normalize_answer
+    from npmcore.snapshots import read_blocks
+
+    config = InferenceConfig(restrict=True)
+    predicted = [a[0].text for a in flat.predict(QUERIES, config)]
+    examples = (
+        Example(QUERIES[0], (predicted[0],), None, "a0", "x", group="new"),
+        Example(QUERIES[1], ("no such answer",), None, "a1", "x", group="new", stale=(predicted[1],)),
+        Example(QUERIES[2], ("nothing like it",), None, "b0", "x", group="old", stale=("not this either",)),
+        Example(QUERIES[3], (predicted[3],), None, "b1", "x", group="old"),
+    )
+    task = Task("cloze", "open", examples, (), (), {}, None)
+    result = run_task(task, flat, "npm", config)
+    assert [r.stale for r in result.records] == [None, True, False, None]
+    texts = [
+        encoder_input(title, text)
+        for table in read_blocks(news_store.corpus, ["title", "text"])
+        for title, text in zip(table.column("title").to_pylist(), table.column("text").to_pylist(), strict=True)
+    ]
+    held = [
+        any(
+            f" {normalize_answer(a)} " in f" {normalize_answer(texts[b])} "
+            for a in ex.answers
+            for b in flat.bm25_blocks(ex.query, config.passages)
+        )
+        for ex in examples
+    ]
+    assert [r.in_passages for r in result.records] == held and held[0] and held[3]
+    assert result.breakdown == {
+        "exact_match.new": 0.5,
+        "count.new": 2.0,
+        "exact_match.old": 0.5,
+        "count.old": 2.0,
+        "stale_rate": 0.5,
+        "stale_rate.new": 1.0,
+        "stale_rate.old": 0.0,
+        "ceiling": float(np.mean(held)),
+        "ceiling.new": float(np.mean(held[:2])),
+        "ceiling.old": float(np.mean(held[2:])),
+    }
+    assert run_task(task, flat, "npm-no-bm25", config).breakdown.keys() == {
+        "exact_match.new", "count.new", "exact_match.old", "count.old", "stale_rate", "stale_rate.new",
+        "stale_rate.old",
+    }  # fmt: skip  # kNN search reads no passages: no ceiling
+
+
+def test_masked_lm_baselines_fill_the_mask_with_the_heads_best_whole_content_word(flat):
+    """mlm-head and mlm-read against the torch masked LM run here on the same token ids: the best token
+    that starts a word and is no function word, punctuation or special token."""
+    import torch
+
+    from npmcore.encoder import load_masked_lm
+    from npmcore.evaluation.baselines import MaskFiller
+
+    tokenizer, model = load_masked_lm(flat.encoder_source, require_head=True)
+    filler = MaskFiller(flat)
+    tables = flat.corpus.tables
+    allowed = tables.word_start & ~tables.stop & ~tables.special
+    for read in (False, True):
+        sequences = filler.sequences(QUERIES, read)
+        for query, ids in zip(QUERIES, sequences, strict=True):
+            assert ids.count(tokenizer.mask_token_id) == 1 and len(ids) <= tokenizer.model_max_length
+            if read:  # the top BM25 passage stands before the query, whole or cut from its end
+                passage = tokenizer(flat.passages(query, 1)[0], add_special_tokens=False)["input_ids"]
+                assert (
+                    ids[1:9] == passage[:8]
+                    and ids[-len(flat.query_ids(query, 1)) + 1 :] == flat.query_ids(query, 1)[1:]
+                )
+        with torch.inference_mode():
+            expected = []
+            for ids in sequences:
+                logits = model(torch.tensor([ids])).logits[0, ids.index(tokenizer.mask_token_id)].numpy()
+                logits[~allowed[: len(logits)]] = -np.inf
+                expected.append(tokenizer.decode([int(logits.argmax())]).strip())
+        assert filler.fill(QUERIES, read) == expected
+    task = Task(
+        "cloze", "open", tuple(Example(q, ("x",), None, str(i), "x") for i, q in enumerate(QUERIES)), (), (), {}, None
+    )
+    for system in ("mlm-head", "mlm-read"):
+        result = run_task(task, flat, system, InferenceConfig())
+        assert [r.prediction for r in result.records] == filler.fill(QUERIES, system == "mlm-read")
+    with pytest.raises(ValueError, match="open-set baseline"):
+        run_task(load_task("mr", limit=2), flat, "mlm-head")

@@ -54,7 +54,7 @@ def test_position_features_equal_a_walk_over_each_passage(flat, blocks, vectors,
     for query, found, (q_start, q_end) in zip(QUERIES, flat.candidates(QUERIES, config), q, strict=True):
         spans = found.phrases.spans
         assert len(spans) > 50 and found.positions.shape == (len(spans), len(POSITION_FEATURES))
-        ids = flat._query_ids(query, 2)
+        ids = flat.query_ids(query, 2)
         for row in range(0, len(spans), 7):  # every 7th position: a few hundred per query
             first, last = (int(x) for x in spans[row])
             *context, cuts = evidence_features(

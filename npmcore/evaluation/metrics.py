@@ -32,6 +32,14 @@ def exact_match(prediction: str, answers: Sequence[str]) -> bool:
     return any(predicted == normalize_answer(a) for a in answers)
 
 
+def in_passages(answers: Sequence[str], passages: Sequence[str]) -> bool:
+    """Whether a gold alias is written in one of the passages, as whole words after
+    :func:`normalize_answer` (the ceiling of an answer read from them)."""
+    texts = [f" {normalize_answer(p)} " for p in passages]
+    golds = [f" {g} " for g in (normalize_answer(a) for a in answers) if g]
+    return any(g in t for g in golds for t in texts)
+
+
 def repeats_query(prediction: str, query: str) -> bool:
     """Whether ``prediction`` holds a content word of ``query`` (its mask aside): "Shriki" for
     "Shlomo Shriki was born in [MASK]." (:func:`npmcore.vocab.content_words_of` says what a

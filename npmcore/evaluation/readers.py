@@ -5,6 +5,7 @@ raises ``ValueError("<file>:<line>: <problem>")`` on a schema problem: an unpars
 a missing column or field, a value of the wrong type. Blank lines are skipped.
 """
 
+import bz2
 import csv
 import json
 from collections.abc import Iterator, Sequence
@@ -31,8 +32,9 @@ def _check_fields(path: Path, line: int, record: dict[str, Any], fields: Sequenc
 
 
 def read_jsonl(path: Path, fields: Sequence[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """JSON objects, one per line, each with (non-null) ``fields``."""
-    with open(path, encoding="utf-8") as f:
+    """JSON objects, one per line, each with (non-null) ``fields`` (a ``.bz2`` file is decompressed)."""
+    opener = bz2.open if Path(path).suffix == ".bz2" else open
+    with opener(path, "rt", encoding="utf-8") as f:
         for line_no, line in enumerate(f, start=1):
             if not line.strip():
                 continue
@@ -124,3 +126,26 @@ def lama_facts(data_dir: Path, name: str) -> Iterator[tuple[str, Path, int, dict
     for relation, path in lama_files(data_dir, name):
         for line_no, record in read_jsonl(path, ("uuid", "sub_label", "obj_label", "evidences")):
             yield relation, path, line_no, record
+
+
+def kamel_templates(data_dir: Path) -> dict[str, str]:
+    """Relation id -> KAMEL question with ``[S]`` for the subject, from ``kamel/question-templates.csv``
+    (rows ``Pxxx, What is … [S]?``, no header)."""
+    path = data_dir / "kamel" / "question-templates.csv"
+    templates = {}
+    with open(path, encoding="utf-8", newline="") as f:
+        for line, row in enumerate(csv.reader(f, skipinitialspace=True), start=1):
+            if not row:
+                continue
+            if len(row) != 2 or "[S]" not in row[1]:
+                raise schema_error(path, line, f"expected 'Pxxx, question with [S]', got {row}")
+            templates[row[0].strip()] = row[1].strip()
+    return templates
+
+
+def kamel_files(data_dir: Path, split: str) -> list[tuple[str, Path]]:
+    """``(relation, file)`` of KAMEL's ``split`` ("test" or "dev"), in relation order."""
+    files = sorted((data_dir / "kamel").glob(f"P*/{split}.jsonl.bz2"))
+    if not files:
+        raise FileNotFoundError(f"KAMEL {split} files missing under {data_dir / 'kamel'} (P*/{split}.jsonl.bz2)")
+    return [(p.parent.name, p) for p in files]

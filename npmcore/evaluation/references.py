@@ -12,7 +12,7 @@ never part of it):
 | agn | ``enwiki_sample/wiki_00`` and ``wiki_01`` plus the Lee news corpus shipped in gensim |
 | rte | ``enwiki_sample/wiki_00`` plus the Lee news corpus |
 | trex, google_re | one document per sampled fact (title = subject): its evidence sentences, unmasked |
-| nq, triviaqa, cloze | none (the caller indexes Wikipedia, or its own corpus for cloze) |
+| kamel, nq, triviaqa, cloze | none (the caller indexes Wikipedia, or its own corpus for cloze) |
 
 A candidate document that contains an evaluated example (see :func:`leakage`) is dropped.
 """
@@ -107,7 +107,7 @@ def _candidates(task: Task, data_dir: Path) -> Iterator[dict]:
         yield from _news_documents()
     elif task.name in LAMA_TASKS:
         yield from _lama_documents(task, data_dir)
-    # nq, triviaqa and cloze: no documents of their own.
+    # kamel, nq, triviaqa and cloze: no documents of their own.
 
 
 def _hits(task: Task, documents: list[dict]) -> list[set[int]]:
@@ -173,7 +173,7 @@ def reference_documents(task: Task, data_dir: Path) -> Iterator[dict]:
 def write_reference_corpus(task: Task, data_dir: Path, out_path: str | Path) -> str:
     """Write :func:`reference_documents` as jsonl to ``out_path`` (via a temporary file and
     a rename, so a crash never leaves a partial corpus). Returns ``out_path`` as a string;
-    the file is empty for tasks without documents of their own (nq, triviaqa, cloze)."""
+    the file is empty for tasks without documents of their own (kamel, nq, triviaqa, cloze)."""
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")

@@ -9,18 +9,20 @@ LAMA tasks report the macro average over answer lengths 1, 2, 3, 4+ (in encoder 
 of the shortest gold answer), as the paper does.
 """
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 import numpy as np
 
-from npmcore.evaluation.metrics import exact_match, length_bucket, macro_by_length, repeats_query
+from npmcore.evaluation.baselines import BASELINES, MaskFiller
+from npmcore.evaluation.metrics import exact_match, in_passages, length_bucket, macro_by_length, repeats_query
 from npmcore.evaluation.tasks import Task
 from npmcore.inference import NPM, InferenceConfig, Mode, label_token_ids
 
 # npm: BM25-restricted for open-set tasks (the paper), kNN for closed-set; npm-no-bm25: kNN over the
-# index for open-set tasks too; npm-single: one [MASK] vector, single-token answers.
-System = Literal["npm", "npm-no-bm25", "npm-single"]
+# index for open-set tasks too; npm-single: one [MASK] vector, single-token answers; open-set baselines
+# (npmcore.evaluation.baselines): mlm-head (the masked-LM head alone), mlm-read (the top BM25 passage, then the head).
+System = Literal["npm", "npm-no-bm25", "npm-single", "mlm-head", "mlm-read"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,10 @@ class Record:
     score: float  # the prediction's normalised score (closed-set: its log score)
     correct: bool
     evidence: str  # the best passage's block id of the prediction ("" for closed-set)
+    group: str = ""  # the example's subset (Example.group)
+    stale: bool | None = None  # the prediction is one of the example's stale answers; None: it has none
+    # BM25-restricted open-set runs: whether a gold answer is written in the passages searched (the ceiling)
+    in_passages: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -45,6 +51,9 @@ class Result:
     notes: dict[str, int]  # counts worth reporting: skipped examples, dropped label words, abstentions
     # open-set: the share of answered examples whose answer repeats a content word of the query; None: closed-set
     query_copy_rate: float | None = None
+    # what the examples' groups and stale answers say (:func:`breakdown`): "<metric>.<group>", "stale_rate"
+    # and "stale_rate.<group>", and for BM25-restricted runs "ceiling" (the gold in the passages searched)
+    breakdown: dict[str, float] = field(default_factory=dict)
 
 
 def run_task(
@@ -60,15 +69,20 @@ def run_task(
     domain premise (when it has one)."""
     if not task.examples:
         raise ValueError(f"task {task.name} has no examples to evaluate (skipped: {task.skipped})")
+    if system in BASELINES and task.kind != "open":
+        raise ValueError(f"system {system} is an open-set baseline; task {task.name} is closed-set")
     config = replace(config, restrict=system != "npm-no-bm25")
     mode = "npm-single" if system == "npm-single" else "npm"
+    filler = MaskFiller(npm) if system in BASELINES else None
     notes = {f"skipped_{reason}": count for reason, count in task.skipped.items()}
     labels = label_ids(task, npm, notes) if task.kind == "closed" else None
     prior = domain_scores(task, npm, labels, mode, config) if labels is not None and calibrate and task.domain else None
     records = []
     for lo in range(0, len(task.examples), batch_size):
         batch = task.examples[lo : lo + batch_size]
-        if labels is None:
+        if filler is not None:
+            records.extend(_filled(batch, npm, filler, system == "mlm-read", config))
+        elif labels is None:
             records.extend(_open(batch, npm, mode, config))
         else:
             records.extend(_closed(task, batch, npm, labels, prior, mode, config, notes))
@@ -78,7 +92,26 @@ def run_task(
     else:
         metric, score = ("accuracy" if task.kind == "closed" else "exact_match"), float(np.mean(correct))
     copy_rate = query_copy_rate(records) if task.kind == "open" else None
-    return Result(task.name, system, len(records), metric, score, tuple(records), notes, copy_rate)
+    return Result(task.name, system, len(records), metric, score, tuple(records), notes, copy_rate, breakdown(records))
+
+
+def breakdown(records: list[Record]) -> dict[str, float]:
+    """Exact match (accuracy) and examples per group (``exact_match.<group>``, ``count.<group>``), the share of
+    stale predictions among the examples that have stale answers (``stale_rate``, and per group), and the share of
+    examples whose passages searched hold a gold answer (``ceiling``, and per group) where that is known."""
+    out: dict[str, float] = {}
+    scopes = {"": records} | {
+        f".{g}": [r for r in records if r.group == g] for g in sorted({r.group for r in records} - {""})
+    }
+    for key, mine in scopes.items():
+        if key:
+            out[f"exact_match{key}"] = float(np.mean([r.correct for r in mine]))
+            out[f"count{key}"] = float(len(mine))
+        if any(r.stale is not None for r in mine):
+            out[f"stale_rate{key}"] = float(np.mean([r.stale for r in mine if r.stale is not None]))
+        if mine and all(r.in_passages is not None for r in mine):
+            out[f"ceiling{key}"] = float(np.mean([r.in_passages for r in mine]))
+    return out
 
 
 def query_copy_rate(records: list[Record]) -> float:
@@ -159,6 +192,7 @@ def _open(examples, npm: NPM, mode: Mode, config: InferenceConfig) -> list[Recor
         top = found[0] if found else None
         text = top.text if top else ""
         evidence = str(top.evidence[0].block) if top and top.evidence else ""
+        searched = in_passages(ex.answers, npm.passages(ex.query, config.passages)) if config.restrict else None
         records.append(
             Record(
                 ex.id,
@@ -168,6 +202,31 @@ def _open(examples, npm: NPM, mode: Mode, config: InferenceConfig) -> list[Recor
                 top.score if top else 0.0,
                 bool(top) and exact_match(text, ex.answers),
                 evidence,
+                ex.group,
+                (bool(top) and exact_match(text, ex.stale)) if ex.stale else None,
+                searched,
+            )
+        )
+    return records
+
+
+def _filled(examples, npm: NPM, filler: MaskFiller, read: bool, config: InferenceConfig) -> list[Record]:
+    """Records of a baseline: the head's one word at the mask (after the top BM25 passage with ``read``)."""
+    records = []
+    for ex, text in zip(examples, filler.fill([ex.query for ex in examples], read), strict=True):
+        searched = in_passages(ex.answers, npm.passages(ex.query, 1)) if read else None
+        records.append(
+            Record(
+                ex.id,
+                ex.query,
+                " | ".join(ex.answers),
+                text,
+                0.0,
+                bool(text) and exact_match(text, ex.answers),
+                "",
+                ex.group,
+                (bool(text) and exact_match(text, ex.stale)) if ex.stale else None,
+                searched,
             )
         )
     return records

@@ -1,8 +1,9 @@
 """Zero-shot evaluation tasks: examples with one ``[MASK]``, label words, seeded samples.
 
 Closed-set: ``sst2``, ``mr``, ``cr``, ``rt`` (sentiment), ``subj``, ``agn``, ``rte``.
-Open-set: LAMA ``trex`` and ``google_re`` (gold = ``obj_label``), ``nq`` and
-``triviaqa`` (gold = every alias), ``cloze`` (any jsonl of ``{"query", "answers", "id"?}``),
+Open-set: LAMA ``trex`` and ``google_re`` (gold = ``obj_label``), ``kamel`` (KAMEL's question
+form, gold = every label of every object), ``nq`` and ``triviaqa`` (gold = every alias), ``cloze``
+(any jsonl of ``{"query", "answers", "id"?}``),
 ``wikitext2`` (masked-token prediction: a fixed 15% of the words of WikiText-2's test
 articles, each masked alone in a window of its paragraph).
 Templates and label words are in :mod:`npmcore.evaluation.templates`.
@@ -22,6 +23,8 @@ import numpy as np
 
 from npmcore.evaluation.readers import (
     GOOGLE_RE_TEMPLATES,
+    kamel_files,
+    kamel_templates,
     lama_facts,
     lama_templates,
     read_csv,
@@ -31,7 +34,16 @@ from npmcore.evaluation.readers import (
     string_field,
     string_list,
 )
-from npmcore.evaluation.templates import CLOSED_SPECS, MASK, ClosedSpec, clean, label_words, lama_query, question_query
+from npmcore.evaluation.templates import (
+    CLOSED_SPECS,
+    MASK,
+    ClosedSpec,
+    clean,
+    kamel_query,
+    label_words,
+    lama_query,
+    question_query,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -40,14 +52,18 @@ SENTIMENT_TASKS = ("sst2", "mr", "cr", "rt")
 CLOSED_TASKS = (*SENTIMENT_TASKS, "subj", "agn", "rte")
 LAMA_TASKS = ("trex", "google_re")
 QUESTION_TASKS = ("nq", "triviaqa")
-TASKS = (*CLOSED_TASKS, *LAMA_TASKS, *QUESTION_TASKS, "cloze", "wikitext2")
+# Drawn from the dated Wikipedia dumps of shared/data/enwiki_dated by bench/entity_translation.py and
+# bench/temporal.py (their dev and test files: DRAWN_DATA_DIR/<name>-<split>.jsonl)
+DRAWN_TASKS = ("entity_translation", "temporal")
+DRAWN_DATA_DIR = Path(__file__).resolve().parents[2] / "bench" / "data"
+TASKS = (*CLOSED_TASKS, *LAMA_TASKS, "kamel", *QUESTION_TASKS, *DRAWN_TASKS, "cloze", "wikitext2")
 Split = Literal["test", "dev"]
 # Tuning data never evaluated as test: SST-2's own dev file, and for LAMA the facts whose uuid
 # hashes into one fifth of the space (a fixed split, the same for every seed and limit).
-# WikiText-2 likewise splits its test articles by title. The cloze task's split is its file
-# (bench/data/cloze-dev.jsonl, cloze-test.jsonl).
+# WikiText-2 likewise splits its test articles by title. KAMEL has its own dev files. The cloze
+# task's split is its file (bench/data/cloze-dev.jsonl, cloze-test.jsonl).
 DEV_FILES = {"sst2": "sst2/dev.tsv"}
-DEV_SPLITS = (*DEV_FILES, *LAMA_TASKS, "cloze", "wikitext2")
+DEV_SPLITS = (*DEV_FILES, *LAMA_TASKS, "kamel", *DRAWN_TASKS, "cloze", "wikitext2")
 WIKITEXT_MASKED = 0.15  # share of WikiText-2's words that are masked positions (a fixed sample)
 WIKITEXT_WINDOW = 40  # words of context kept on each side of a masked word
 
@@ -73,6 +89,8 @@ class Example:
     # LAMA and cloze the query with the mask filled by the first gold answer. The leakage
     # guard searches the reference corpus for it.
     text: str = ""
+    group: str = ""  # the subset it is scored in as well (entity translation: its language; temporal: its kind)
+    stale: tuple[str, ...] = ()  # answers that were right once and are wrong now (temporal: the older dump's)
 
 
 @dataclass(frozen=True)
@@ -94,13 +112,21 @@ class Task:
     split: Split = "test"  # the examples' split: "dev" data tunes, "test" data reports
 
 
-def _example(query: str, answers: tuple[str, ...], label: int | None, id: str, text: str) -> Example | str:
+def _example(
+    query: str,
+    answers: tuple[str, ...],
+    label: int | None,
+    id: str,
+    text: str,
+    group: str = "",
+    stale: tuple[str, ...] = (),
+) -> Example | str:
     """The example, or the reason it is skipped."""
     if query.count(MASK) != 1:
         return "mask_count"
     if not text.strip():
         return "empty_text"
-    return Example(query=query, answers=answers, label=label, id=id, text=text)
+    return Example(query=query, answers=answers, label=label, id=id, text=text, group=group, stale=stale)
 
 
 def _closed_rows(spec: ClosedSpec, path: Path) -> Iterator[tuple[int, dict]]:
@@ -147,6 +173,61 @@ def _lama_examples(name: str, data_dir: Path, split: Split) -> Iterator[Example 
         query = lama_query(templates[relation], subject)
         uuid = string_field(path, line, fact, "uuid")
         yield _example(query, (answer,), None, uuid, query.replace(MASK, answer, 1))
+
+
+def _kamel_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
+    """KAMEL's facts of ``split`` as the paper asks them ("What is followed by So-Lo? Answer: [MASK]."):
+    every label of every object is a gold answer (test files: each object's chosen, rdf and alternative
+    labels; dev files: a list of labels)."""
+    templates = kamel_templates(data_dir)
+    for relation, path in kamel_files(data_dir, split):
+        if relation not in templates:
+            raise schema_error(path, 1, f"relation {relation!r} has no question in kamel/question-templates.csv")
+        for line, fact in read_jsonl(path, ("sub_label", "obj_label")):
+            subject = " ".join(string_field(path, line, fact, "sub_label").split())
+            objects = fact["obj_label"]
+            if not isinstance(objects, list) or not all(isinstance(o, dict | str) for o in objects):
+                raise schema_error(path, line, f"obj_label must be a list of labels or objects, got {objects!r}")
+            labels = [
+                label
+                for o in objects
+                for label in (
+                    [o] if isinstance(o, str) else [o.get("chosen"), o.get("rdf"), *(o.get("alternative") or [])]
+                )
+                if isinstance(label, str) and label.strip()
+            ]
+            answers = tuple(dict.fromkeys(" ".join(a.split()) for a in labels))
+            if not subject or not answers:
+                yield "empty_text"
+                continue
+            query = kamel_query(templates[relation], subject)
+            yield _example(query, answers, None, f"kamel-{relation}-{split}-{line}", query.replace(MASK, answers[0]))
+
+
+def _entity_translation_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
+    """The paper's entity translation ("The Korean translation of Banpo Bridge is: [MASK].") on names that
+    articles of the 2015 dump give in another script in their opening; scored per language too."""
+    path = data_dir / f"entity-translation-{split}.jsonl"
+    for line, row in read_jsonl(path, ("id", "query", "answers", "language")):
+        answers = string_list(path, line, row["answers"], "answers")
+        query = string_field(path, line, row, "query")
+        group = string_field(path, line, row, "language")
+        yield _example(query, answers, None, str(row["id"]), query.replace(MASK, answers[0]), group=group)
+
+
+def _temporal_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
+    """Facts of the 2020 dump that changed since the 2015 one (gold: the 2020 answer, stale: the 2015
+    answer) or did not (the same answer in both), grouped by that kind (the paper's TempLAMA)."""
+    path = data_dir / f"temporal-{split}.jsonl"
+    for line, row in read_jsonl(path, ("id", "query", "answers_2015", "answers_2020", "kind")):
+        new = string_list(path, line, row["answers_2020"], "answers_2020")
+        old = string_list(path, line, row["answers_2015"], "answers_2015")
+        kind = string_field(path, line, row, "kind")
+        if kind not in ("changed", "unchanged"):
+            raise schema_error(path, line, f"kind must be 'changed' or 'unchanged', got {kind!r}")
+        query = string_field(path, line, row, "query")
+        stale = old if kind == "changed" else ()
+        yield _example(query, new, None, str(row["id"]), query.replace(MASK, new[0]), group=kind, stale=stale)
 
 
 def _question_example(question: str, answers: tuple[str, ...], id: str) -> Example | str:
@@ -269,6 +350,12 @@ def load_task(
         labels, words, domain = spec.labels, label_words(spec, data_dir), spec.domain
     elif name in LAMA_TASKS:
         items = _lama_examples(name, data_dir, split)
+    elif name == "kamel":
+        items = _kamel_examples(data_dir, split)
+    elif name == "entity_translation":
+        items = _entity_translation_examples(DRAWN_DATA_DIR, split)
+    elif name == "temporal":
+        items = _temporal_examples(DRAWN_DATA_DIR, split)
     elif name == "nq":
         items = _nq_examples(data_dir)
     elif name == "triviaqa":

@@ -147,3 +147,8 @@ def lama_query(template: str, subject: str) -> str:
 def question_query(question: str) -> str:
     """``"who wrote hamlet"`` or ``"Who wrote Hamlet?"`` -> ``"... hamlet? The answer is [MASK]."``"""
     return f"{question.removesuffix('?').rstrip()}? The answer is {MASK}."
+
+
+def kamel_query(question: str, subject: str) -> str:
+    """``"What is followed by [S]?"`` -> ``"What is followed by So-Lo? Answer: [MASK]."`` (the paper's KAMEL form)."""
+    return f"{question.replace('[S]', subject)} Answer: {MASK}."

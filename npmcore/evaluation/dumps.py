@@ -1,0 +1,45 @@
+"""The two dated dumps of the same English Wikipedia articles (``shared/data/enwiki_dated``).
+
+May 2015 (``2015-05``) and September 2020 (``2020-09``), WikiExtractor output, shipped as one
+archive: the temporal facts, the entity translation facts and the paper's table are made from
+them. :func:`dated_dump` unpacks a dump once into the cache and returns its folder.
+"""
+
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+from npmcore.evaluation.tasks import DEFAULT_DATA_DIR
+from npmcore.storage import cache_dir
+
+ARCHIVE = DEFAULT_DATA_DIR / "enwiki_dated" / "enwiki_dated.tar.xz"
+DUMPS = ("2015-05", "2020-09")
+
+
+def dated_dump(name: str, archive: Path = ARCHIVE, cache: Path | None = None) -> Path:
+    """The folder of dump ``name`` (``2015-05`` or ``2020-09``: ``AA/wiki_00`` …), unpacked from ``archive``
+    once into ``{cache}/enwiki_dated/{name}`` (default :func:`npmcore.storage.cache_dir`; written under a
+    temporary name, then renamed: a folder there is whole)."""
+    if name not in DUMPS:
+        raise ValueError(f"unknown dump {name!r}; the dated dumps are {', '.join(DUMPS)}")
+    target = (cache or cache_dir()) / "enwiki_dated" / name
+    if target.is_dir():
+        return target
+    if not archive.is_file():
+        raise FileNotFoundError(f"{archive} is missing (see shared/data/README.md: enwiki_dated)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".tmp-") as tmp, tarfile.open(archive, "r:xz") as tar:
+        members = [m for m in tar if m.isfile() and m.name.startswith(f"{name}/")]
+        tar.extractall(tmp, members=members, filter="data")
+        if not target.is_dir():  # else unpacked meanwhile by another process
+            shutil.move(Path(tmp) / name, target)
+    return target
+
+
+def dump_files(folder: Path) -> list[Path]:
+    """The WikiExtractor files of an unpacked dump (``*/wiki_*``), in order; none is an error."""
+    paths = sorted(Path(folder).glob("*/wiki_*"))
+    if not paths:
+        raise FileNotFoundError(f"{folder}: no WikiExtractor files (*/wiki_*)")
+    return paths
