@@ -1,14 +1,17 @@
 """Fit the weights of evidence scoring on the dev sets, and say how well they rank.
 
 Usage: python bench/ranker.py [--model PATH_OR_URI] [--store DIR] [--lama-limit 300] [--out DIR]
-                              [--l2 0.001] [--folds 5]
+                              [--l2 0.001] [--folds 5] [--dated-indexes INDEX_2015 INDEX_2020]
 
 Builds, or reuses from the store, the indexes the ``evaluate`` flow searches for the cloze task
 (the embedded default corpus) and for LAMA T-REx and Google-RE (their reference corpora), and
 answers every dev fact as the flow does (BM25-restricted NPM with its defaults), keeping all
 candidates with their evidence features (``NPM.candidates``). The dev facts: the verbatim dev set,
 the paraphrase set, the cloze dev split, and a seeded ``--lama-limit`` of the LAMA dev facts (one
-fifth of the facts by uuid hash; never test facts), each set weighing the same in the fit. A
+fifth of the facts by uuid hash; never test facts), and with ``--dated-indexes`` (the indexes of the
+May 2015 and September 2020 dumps that ``bench/paper_table.py`` builds) the dev splits of the tasks
+measured on them: entity translation on the 2015 index, KAMEL and the temporal facts on the 2020
+one (``--lama-limit`` facts each, seeded); each set weighing the same in the fit. A
 candidate is right when its decoded text equals a gold answer, accents and punctuation aside
 (``npmcore.evaluation.diagnostics.answer_key``).
 
@@ -50,9 +53,12 @@ CLOZE_SETS = {"verbatim": "verbatim-dev.jsonl", "paraphrase": "paraphrase-dev.js
 BATCH = 32
 
 
-def dev_tasks(lama_limit: int) -> dict[str, Task]:
+DATED_SETS = {"entity_translation": 0, "kamel": 1, "temporal": 1}  # the dev set: which dated index it searches
+
+
+def dev_tasks(lama_limit: int, dated: bool) -> dict[str, Task]:
     tasks = {name: load_task("cloze", limit=None, path=str(DATA / file)) for name, file in CLOZE_SETS.items()}
-    for name in ("trex", "google_re"):
+    for name in ("trex", "google_re", *(DATED_SETS if dated else ())):
         tasks[name] = load_task(name, limit=lama_limit, seed=0, split="dev")
     return tasks
 
@@ -95,11 +101,15 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="folder for ranker.json (default: the encoder's)")
     parser.add_argument("--l2", type=float, default=1e-3)
     parser.add_argument("--folds", type=int, default=5)
+    parser.add_argument(
+        "--dated-indexes", nargs=2, default=None, metavar=("INDEX_2015", "INDEX_2020"),
+        help="the dated dumps' indexes (bench/paper_table.py): adds their tasks' dev sets",
+    )  # fmt: skip
     args = parser.parse_args()
     if args.out is None and args.model is not None and not Path(args.model).is_dir():
         raise SystemExit(f"--model {args.model} is not a folder to write {RANKER_FILE} into: give --out")
     out = args.out or Path(local_model_dir(args.model or str(default_encoder_path())))
-    tasks = dev_tasks(args.lama_limit)
+    tasks = dev_tasks(args.lama_limit, args.dated_indexes is not None)
     with tempfile.TemporaryDirectory() as tmp, prefect_api():
         store = args.store or tmp
         params = EvalParams(tasks=list(tasks), store=store, model=args.model)
@@ -109,11 +119,12 @@ def main() -> None:
         with dask_cluster(None, None) as address:
             cluster = params.model_copy(update={"cluster": ClusterParams(dask_address=address)})
             for name, task in tasks.items():
-                indexes[name] = task_indexes(task, cluster)[0]
+                dated = args.dated_indexes[DATED_SETS[name]] if name in DATED_SETS else None
+                indexes[name] = dated or task_indexes(task, cluster)[0]
         for name, task in tasks.items():
             ((_, tau),) = runs_of(task, params)
             npm = NPM(indexes[name], encoder=encoder)
-            sets[name] = labelled(npm, task, params.inference(tau), 1 / len(task.examples))
+            sets[name] = labelled(npm, task, params.inference(tau, name), 1 / len(task.examples))
             print(f"{name}: {len(sets[name])} facts, right answer among the candidates for "
                   f"{np.mean([e.gold.any() for e in sets[name]]):.3f}", flush=True)  # fmt: skip
         pooled = [e for examples in sets.values() for e in examples]

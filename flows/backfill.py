@@ -81,6 +81,7 @@ class BackfillResult(BaseModel):
     previous: str | None  # the index whose vectors and trained FAISS index were reused; None: a full build
     blocks: int
     reused_blocks: int  # blocks whose vectors were copied, not embedded again
+    vectors: bool = True  # False: the new index holds BM25 alone (nothing embedded)
     counts: dict[str, int]  # the new corpus snapshot's counts (WARC files: what was read, dropped and added)
 
 
@@ -165,5 +166,11 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
             }
         )
     return BackfillResult(
-        corpus=corpus, index=index, previous=previous, blocks=blocks, reused_blocks=reused, counts=counts
+        corpus=corpus,
+        index=index,
+        previous=previous,
+        blocks=blocks,
+        reused_blocks=reused,
+        counts=counts,
+        vectors=built.vectors,
     )

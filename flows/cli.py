@@ -681,10 +681,13 @@ def backfill_command(
     console.print(f"corpus: [bold]{result.corpus}[/]\nprevious index: {result.previous or 'none (full build)'}")
     if "articles" in result.counts:
         show(crawl_table(result.counts))
-    console.print(
-        f"blocks: {result.blocks:,}, vectors reused: {result.reused_blocks:,}, "
-        f"embedded: {result.blocks - result.reused_blocks:,}"
-    )
+    if result.vectors:
+        console.print(
+            f"blocks: {result.blocks:,}, vectors reused: {result.reused_blocks:,}, "
+            f"embedded: {result.blocks - result.reused_blocks:,}"
+        )
+    else:
+        console.print(f"blocks: {result.blocks:,}, BM25 alone: nothing embedded")
     print(result.index)
 
 
@@ -923,7 +926,9 @@ def eval_command(
             }
             if r.lam is not None:
                 line.update(**{"lambda": r.lam, "fraction": r.fraction, "perplexity": r.perplexity})
-            print(json.dumps(line))
+            if r.breakdown:
+                line["breakdown"] = r.breakdown
+            print(json.dumps(line, ensure_ascii=False))
 
 
 @app.command(name="compare")

@@ -8,6 +8,8 @@ as the encoder saw it and the answer's character span in it.
 """
 
 import functools
+import re
+import unicodedata
 from dataclasses import dataclass
 
 import numpy as np
@@ -35,7 +37,44 @@ class Passage:
     block_id: str  # "{doc_id}#{block_index}"
     title: str
     text: str  # the passage as the encoder saw it: "{title}. {block text}"
-    token_chars: list[tuple[int, int]]  # character span in ``text`` of each content token
+    token_chars: list[tuple[int, int]]  # character span in ``text`` of each content token (combining marks after it in)
+    starts_word: np.ndarray  # (tokens,) bool: the token starts a word of the text (:func:`word_edges`)
+    ends_word: np.ndarray  # (tokens,) bool: the token ends one
+
+
+def _edge(char: str) -> bool:
+    """A character a word's core does not start or end with: punctuation, a symbol, a format character
+    (direction marks)."""
+    category = unicodedata.category(char)
+    return category[0] in "PS" or category == "Cf"
+
+
+def word_edges(text: str, token_chars: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
+    """Per token, whether it starts and whether it ends the core of a word of ``text``: a run of
+    non-space characters less the punctuation, symbols and format characters at its ends ("(Paris," has
+    the core "Paris"). An answer starts and ends at such edges: it never cuts "13,000", "U-boats" or "阿難"."""
+    starts, ends = set(), set()
+    for word in re.finditer(r"\S+", text):
+        lo, hi = word.start(), word.end()
+        while lo < hi and _edge(text[lo]):
+            lo += 1
+        while hi > lo and _edge(text[hi - 1]):
+            hi -= 1
+        if lo < hi:
+            starts.add(lo)
+            ends.add(hi)
+    return (
+        np.array([a in starts for a, _ in token_chars], dtype=bool),
+        np.array([b in ends for _, b in token_chars], dtype=bool),
+    )
+
+
+def _with_marks(text: str, end: int) -> int:
+    """``end`` moved past the combining marks that follow it (a tokenizer that strips accents leaves them
+    out of the token before: the virama of "अग्नि", the stress marks of "Анато́лий")."""
+    while end < len(text) and unicodedata.category(text[end])[0] == "M":
+        end += 1
+    return end
 
 
 @dataclass(frozen=True)
@@ -70,11 +109,11 @@ class EvidenceReader:
         passage = encoder_input(title, text)
         enc = self.tokenizer(passage, return_offsets_mapping=True)
         before, after = self._frame
-        chars = [tuple(c) for c in enc["offset_mapping"][before : len(enc["input_ids"]) - after]]
+        chars = [(a, _with_marks(passage, b)) for a, b in enc["offset_mapping"][before : len(enc["input_ids"]) - after]]
         n = int(self.corpus.offsets[block + 1] - self.corpus.offsets[block])
         if len(chars) != n:
             raise ValueError(f"block {block_id}: {len(chars)} tokens when tokenized again, {n} in the index")
-        return Passage(block_id, title, passage, chars)
+        return Passage(block_id, title, passage, chars, *word_edges(passage, chars))
 
     def span(self, evidence: Evidence) -> EvidenceSpan:
         """The passage of an evidence and the characters of its span."""
@@ -82,6 +121,19 @@ class EvidenceReader:
         lo = int(self.corpus.offsets[evidence.block])
         start, end = p.token_chars[evidence.first - lo][0], p.token_chars[evidence.last - lo][1]
         return EvidenceSpan(p.block_id, p.title, p.text, start, end, evidence.score)
+
+    def whole_words(self, spans: np.ndarray) -> np.ndarray:
+        """(n,) bool: the candidate spans (global first, last) that start and end at the edges of their
+        passage's words (:func:`word_edges`)."""
+        keep = np.zeros(len(spans), dtype=bool)
+        if len(spans) == 0:
+            return keep
+        blocks = self.corpus.block_of(spans[:, 0])
+        for block in np.unique(blocks):
+            rows = np.flatnonzero(blocks == block)
+            passage, lo = self.passage(int(block)), int(self.corpus.offsets[block])
+            keep[rows] = passage.starts_word[spans[rows, 0] - lo] & passage.ends_word[spans[rows, 1] - lo]
+        return keep
 
     def surface(self, evidence: Evidence) -> str:
         """The passage's own characters of an evidence span (not word pieces decoded again:

@@ -305,7 +305,7 @@ class NPM:
         if config.exclude_query_words:
             words = content_words_of(query.replace(MASK, " "))
             spans = spans[~repeating_spans(self.corpus, spans, words, self._word_words)]
-        return spans
+        return spans[self.evidence.whole_words(spans)]  # never a piece of a word as the passage writes it
 
     # --- closed set ---------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 """Brute-force references: NPM inference (the paper's formulas with Python loops) and duplicate articles."""
 
 import math
+import re
+import unicodedata
 from collections import defaultdict
 
 import numpy as np
@@ -28,10 +30,39 @@ def is_stopword(tokenizer, word: list[int]) -> bool:
     return text in FUNCTION_WORDS or not any(c.isalnum() for c in text)
 
 
-def brute_force(blocks, vectors, block_numbers, q_start, q_end, tables, k, l_max, tau, tokenizer, avoid=frozenset()):
+def corpus_texts(corpus_url: str) -> list[str]:
+    """Every block's passage as the encoder reads it ("{title}. {text}")."""
+    from npmcore.blocks import encoder_input
+
+    return [
+        encoder_input(title, text)
+        for t in read_blocks(corpus_url, ["title", "text"])
+        for title, text in zip(t.column("title").to_pylist(), t.column("text").to_pylist(), strict=True)
+    ]
+
+
+def _is_edge(char: str) -> bool:
+    return unicodedata.category(char)[0] in "PS" or unicodedata.category(char) == "Cf"
+
+
+def cuts_a_word(text: str, start: int, end: int) -> bool:
+    """Whether ``text[start:end]`` starts or ends inside a word of the text: the non-space characters
+    right before it, or right after it (combining marks aside), are not all punctuation or symbols."""
+    while end < len(text) and unicodedata.category(text[end])[0] == "M":
+        end += 1
+    before = re.search(r"\S*$", text[:start]).group()
+    after = re.match(r"\S*", text[end:]).group()
+    return not all(_is_edge(c) for c in before + after)
+
+
+def brute_force(
+    blocks, vectors, block_numbers, q_start, q_end, tables, k, l_max, tau, tokenizer, avoid=frozenset(), texts=None
+):
     """Phrase -> normalised score, by enumerating spans around the exact top-k tokens of
     ``block_numbers`` whose first and last words are content words (and whose decoded text holds
-    none of the content words ``avoid``)."""
+    none of the content words ``avoid``) and that cut no word of their passage (``texts``: every
+    block's passage, :func:`corpus_texts`)."""
+    chars = {b: tokenizer(texts[b], return_offsets_mapping=True)["offset_mapping"][1:-1] for b in block_numbers}
     where = [(b, p) for b in block_numbers for p in range(len(blocks[b]))]
     V = np.concatenate([vectors[b] for b in block_numbers]).astype(np.float64)
     d = V.shape[1]
@@ -49,6 +80,9 @@ def brute_force(blocks, vectors, block_numbers, q_start, q_end, tables, k, l_max
             return False
         return word_start(b, first) and (last + 1 == len(toks) or word_start(b, last + 1))
 
+    def surface(b, first, last):
+        return not cuts_a_word(texts[b], chars[b][first][0], chars[b][last][1])
+
     def content(b, first, last):
         toks = blocks[b]
         starts = [p for p in range(first, last + 1) if word_start(b, p)] + [last + 1]
@@ -60,12 +94,12 @@ def brute_force(blocks, vectors, block_numbers, q_start, q_end, tables, k, l_max
     for i in starts:
         b, p = where[i]
         for j in range(l_max):
-            if p + j < len(blocks[b]) and whole(b, p, p + j) and content(b, p, p + j):
+            if p + j < len(blocks[b]) and whole(b, p, p + j) and content(b, p, p + j) and surface(b, p, p + j):
                 positions.add((b, p, p + j))
     for i in ends:
         b, p = where[i]
         for j in range(l_max):
-            if p - j >= 0 and whole(b, p - j, p) and content(b, p - j, p):
+            if p - j >= 0 and whole(b, p - j, p) and content(b, p - j, p) and surface(b, p - j, p):
                 positions.add((b, p - j, p))
     scores = defaultdict(float)
     for b, first, last in positions:

@@ -144,6 +144,56 @@ def test_backfill_embeds_only_new_blocks_and_keeps_both_versions_queryable(dump_
     assert missing.exit_code == 2 and "nope.xml: no such file or folder" in " ".join(missing.output.split())
 
 
+def wikiextractor_docs(text: str, keep: set[str]) -> str:
+    """The ``<doc id=…>`` … ``</doc>`` entries of WikiExtractor text whose page id is in ``keep``."""
+    docs = re.findall(r'<doc id="(\d+)".*?</doc>\n', text, flags=re.S)
+    entries = re.findall(r'<doc id="\d+".*?</doc>\n', text, flags=re.S)
+    return "".join(e for i, e in zip(docs, entries, strict=True) if i in keep)
+
+
+def test_a_wikiextractor_dump_backfills_an_index_of_bm25_alone(tmp_path):
+    """Articles of the May 2015 dump, then the same articles of the September 2020 dump backfilled over
+    their index of BM25 alone: the new index holds BM25 alone, nothing embedded, and a fact that changed
+    between the dumps is written in the passages each index searches as its own dump writes it."""
+    from npmcore.corpus import read_wikiextractor
+    from npmcore.evaluation.dumps import dump_file_text
+    from npmcore.evaluation.metrics import in_passages
+    from npmcore.evaluation.temporal import aligned, candidates
+
+    try:
+        old_text, new_text = (dump_file_text(f"{d}/AA/wiki_00") for d in ("2015-05", "2020-09"))
+    except FileNotFoundError as e:
+        pytest.skip(str(e))
+    old_docs, new_docs = ({d.doc_id: d for d in read_wikiextractor(t, "wiki_00")} for t in (old_text, new_text))
+    changed, _ = candidates(aligned(old_docs, new_docs))
+    keep = sorted({f.page_id for f in changed})[:4]  # a few articles, each with a changed fact
+    paths = []
+    for name, text in (("2015-05", old_text), ("2020-09", new_text)):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "wiki_00").write_text(wikiextractor_docs(text, set(keep)), encoding="utf-8")
+        paths.append(str(tmp_path / name / "wiki_00"))
+    store = str(tmp_path / "store")
+    runner = CliRunner()
+    ingested = runner.invoke(app, ["ingest", paths[0], "--store", store])
+    assert ingested.exit_code == 0, ingested.output
+    indexed = runner.invoke(app, ["index", "--bm25-only", "--store", store])
+    assert indexed.exit_code == 0 and "BM25 alone" in indexed.output, indexed.output
+    old_index = printed_index(indexed.output)
+    args = ["backfill", paths[1], "--date", "2020-09-01", "--previous", old_index, "--store", store]
+    backfilled = runner.invoke(app, args)
+    assert backfilled.exit_code == 0, backfilled.output
+    assert "BM25 alone: nothing embedded" in backfilled.output
+    new_index = printed_index(backfilled.output)
+    old, new = open_index(old_index, verify=True), open_index(new_index, verify=True)
+    assert not old.vectors and not new.vectors and old.corpus != new.corpus
+    assert new.manifest.counts["blocks"] == sum(1 for t in read_blocks(new.corpus, ["title"]) for _ in t.column(0))
+    searched = {url: NPM(url) for url in (old_index, new_index)}
+    for fact in (f for f in changed if f.page_id in keep):
+        before = searched[old_index].passages(fact.query, 3)
+        after = searched[new_index].passages(fact.query, 3)
+        assert in_passages(fact.answers_2020, after) and not in_passages(fact.answers_2020, before), fact
+
+
 def test_a_backfill_takes_one_dump_or_a_month_of_warc_files(dump_path, tmp_path):
     old = BackfillParams(dump=dump_path, dump_date="2026-01-01")  # a deployment's parameters before WARC files
     assert old.dump == [dump_path] and old.dump_date == date(2026, 1, 1)
@@ -151,7 +201,7 @@ def test_a_backfill_takes_one_dump_or_a_month_of_warc_files(dump_path, tmp_path)
     assert month.dump == ["a.warc.gz", "b.warc.gz"] and month.dump_date == date(2026, 11, 1)
     crawl = str(PYWB / "example-wget-1-14.warc.gz")
     assert (dump_format([dump_path]), dump_format([crawl])) == ("mediawiki", "warc")
-    with pytest.raises(CorpusError, match="takes MediaWiki dump files or WARC files, not mediawiki and warc files"):
+    with pytest.raises(CorpusError, match="takes MediaWiki dump files, WikiExtractor output .* not mediawiki and warc"):
         dump_format([dump_path, crawl])
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from reference import QUERIES, assert_same_answers, brute_force, corpus_blocks, is_stopword
+from reference import QUERIES, assert_same_answers, brute_force, corpus_blocks, corpus_texts, is_stopword
 
 from npmcore.datastore import build_datastore
 from npmcore.encoder import load_encoder
@@ -40,7 +40,7 @@ def stored(news_store) -> list[np.ndarray]:
 
 
 def test_flat_pipeline_equals_brute_force(flat, news_store, stored, tokenizer):
-    blocks = corpus_blocks(news_store.corpus)
+    blocks, texts = corpus_blocks(news_store.corpus), corpus_texts(news_store.corpus)
     config = InferenceConfig(k=200, l_max=10, tau=1.0, restrict=False, answers=5, scoring="npm")  # query words out
     q = flat.encode_queries(QUERIES, 2)
     for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
@@ -56,12 +56,13 @@ def test_flat_pipeline_equals_brute_force(flat, news_store, stored, tokenizer):
             1.0,
             tokenizer,
             words(query),
+            texts,
         )
         assert_same_answers(answers, reference)
 
 
 def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat, news_store, stored, tokenizer):
-    blocks = corpus_blocks(news_store.corpus)
+    blocks, texts = corpus_blocks(news_store.corpus), corpus_texts(news_store.corpus)
     config = InferenceConfig(restrict=True, passages=3, tau=2.0, scoring="npm")
     q = flat.encode_queries(QUERIES, 2)
     for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
@@ -70,7 +71,18 @@ def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat
         vectors = {b: stored[b] for b in top}  # the datastore's vectors, not the index's PQ codes
         everything = sum(len(blocks[b]) for b in top)
         reference = brute_force(
-            blocks, vectors, top, q_start, q_end, flat.corpus.tables, everything, 10, 2.0, tokenizer, words(query)
+            blocks,
+            vectors,
+            top,
+            q_start,
+            q_end,
+            flat.corpus.tables,
+            everything,
+            10,
+            2.0,
+            tokenizer,
+            words(query),
+            texts,
         )
         assert_same_answers(answers, reference)
         assert {e.block for a in answers for e in a.evidence} <= set(top)
@@ -95,14 +107,16 @@ def words(query: str) -> frozenset[str]:
 
 
 def test_answers_repeat_the_query_only_when_allowed(flat, news_store, stored, tokenizer):
-    blocks = corpus_blocks(news_store.corpus)
+    blocks, texts = corpus_blocks(news_store.corpus), corpus_texts(news_store.corpus)
     config = InferenceConfig(restrict=True, passages=3, answers=30, exclude_query_words=False, scoring="npm")
     q = flat.encode_queries(QUERIES, 2)
     allowed = flat.predict(QUERIES, config)
     for query, answers, (q_start, q_end) in zip(QUERIES, allowed, q, strict=True):
         top = flat.bm25_blocks(query, 3)
         everything = sum(len(blocks[b]) for b in top)
-        reference = brute_force(blocks, stored, top, q_start, q_end, flat.corpus.tables, everything, 10, 1.0, tokenizer)
+        reference = brute_force(
+            blocks, stored, top, q_start, q_end, flat.corpus.tables, everything, 10, 1.0, tokenizer, texts=texts
+        )
         assert_same_answers(answers, reference, n=30)
     assert any(repeats_query(a.text, query) for query, found in zip(QUERIES, allowed) for a in found)
     excluded = flat.predict(QUERIES, replace(config, exclude_query_words=True))
@@ -252,3 +266,38 @@ def test_closed_set_scores_sum_the_retrieved_label_words(flat):
             hit = sims[top][np.isin(tokens, ids)] / 5.0
             expected = np.log(np.exp(hit).sum()) if len(hit) else -np.inf
             assert row[y] == pytest.approx(expected, abs=1e-4)
+
+
+def test_answers_never_cut_a_word_of_their_passage(tokenizer):
+    """word_edges against the reference's rule on every span of real text in several scripts: a span is a
+    whole word (or words) of the text, less the punctuation around it, or it is no candidate."""
+    from reference import cuts_a_word
+
+    from npmcore.evidence import _with_marks, word_edges
+
+    text = (
+        'Achilles (; Ancient Greek: Ἀχιλλεύς, "Akhilleus") held 13,000 U-boats of Myanmar\'s navy in 1942; '
+        "Agni (Sanskrit: अग्नि), Tehran (Persian: تهران\u200e), Ananda (阿難) and Анато́лий Ка́рпов."
+    )
+    offsets = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
+    chars = [(a, _with_marks(text, b)) for a, b in offsets]
+    starts, ends = word_edges(text, chars)
+    for first in range(len(chars)):
+        for last in range(first, min(first + 12, len(chars))):
+            start, end = chars[first][0], chars[last][1]
+            if _is_edge_token(text[slice(*chars[first])]) or _is_edge_token(text[slice(*chars[last])]):
+                continue  # punctuation at either end: content_spans drops it before
+            assert (starts[first] and ends[last]) == (not cuts_a_word(text, start, end)), text[start:end]
+    whole = {
+        text[chars[i][0] : chars[j][1]]
+        for i in range(len(chars))
+        for j in range(i, len(chars))
+        if starts[i] and ends[j]
+    }
+    assert {"Ἀχιλλεύς", "13,000", "U-boats", "Myanmar's", "अग्नि", "تهران", "阿難", "Анато́лий Ка́рпов"} <= whole
+    assert not {"000", "boats", "Myanmar", "阿", "अग्न"} & whole
+
+
+def _is_edge_token(surface: str) -> bool:
+    """A token of punctuation or symbols alone."""
+    return not any(c.isalnum() for c in surface)

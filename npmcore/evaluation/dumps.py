@@ -43,3 +43,19 @@ def dump_files(folder: Path) -> list[Path]:
     if not paths:
         raise FileNotFoundError(f"{folder}: no WikiExtractor files (*/wiki_*)")
     return paths
+
+
+def dump_file_text(member: str, archive: Path = ARCHIVE, cache: Path | None = None) -> str:
+    """The text of one file of the dumps (``2015-05/AA/wiki_00``): from the unpacked copy in the cache
+    when there is one, else streamed out of ``archive`` (the archive interleaves the dumps: a first
+    file of each is read in about a second)."""
+    unpacked = (cache or cache_dir()) / "enwiki_dated" / member
+    if unpacked.is_file():
+        return unpacked.read_text(encoding="utf-8")
+    if not archive.is_file():
+        raise FileNotFoundError(f"{archive} is missing (see shared/data/README.md: enwiki_dated)")
+    with tarfile.open(archive, "r:xz") as tar:
+        for info in tar:
+            if info.name == member and info.isfile():
+                return tar.extractfile(info).read().decode("utf-8")
+    raise FileNotFoundError(f"{archive} holds no file {member}")
