@@ -20,8 +20,8 @@ over the same facts (seeded folds) says how well weights fitted without a fact r
 ``ranker.json`` into ``--out`` (default: the encoder's own folder, the shipped encoder's when no
 ``--model`` is given) and logs one MLflow run (experiment npm-ranker in the store): the weights as
 params and ``ranker.json``, top-1 accuracy per set under NPM's scoring, the fitted weights and
-cross-validation as metrics. Last line: one JSON object {set: {"n", "npm", "fitted", "cv"}} (top-1
-shares: the right answer ranked first).
+cross-validation as metrics. Last line: one JSON object {set: {"n", "npm", "current", "fitted", "cv"}}
+(top-1 shares: the right answer ranked first; ``current``: under the weights in use before the fit).
 """
 
 import argparse
@@ -43,7 +43,7 @@ from npmcore.cluster import dask_cluster  # noqa: E402
 from npmcore.encoder import default_encoder_path, local_model_dir  # noqa: E402
 from npmcore.evaluation.diagnostics import right_answers  # noqa: E402
 from npmcore.evaluation.tasks import Task, load_task  # noqa: E402
-from npmcore.inference import NPM, InferenceConfig  # noqa: E402
+from npmcore.inference import NPM, InferenceConfig, ranker_of  # noqa: E402
 from npmcore.ranking import RANKER_FILE, Labelled, Ranker, fit_ranker  # noqa: E402
 from npmcore.tracking import resolve_encoder, tracking, tracking_uri  # noqa: E402
 
@@ -136,10 +136,12 @@ def main() -> None:
         }
         ranker = fit_ranker(pooled, l2=args.l2, provenance=provenance)
         cv = cross_validated(sets, args.folds, args.l2)
+        current = ranker_of(encoder or str(default_encoder_path()))  # the weights in use before this fit
         report = {
             name: {
                 "n": len(examples),
                 "npm": round(top1(examples, None), 4),
+                "current": round(top1(examples, current), 4),
                 "fitted": round(top1(examples, ranker), 4),
                 "cv": round(cv[name], 4),
             }
@@ -158,8 +160,8 @@ def main() -> None:
             mlflow.log_metrics({f"{metric}.{name}": v for name, row in report.items() for metric, v in row.items()})
             mlflow.log_dict(weights, RANKER_FILE)
     for name, row in report.items():
-        print(f"{name:<11} n={row['n']:<4} top-1: NPM {row['npm']:.3f}, fitted {row['fitted']:.3f}, "
-              f"cross-validated {row['cv']:.3f}")  # fmt: skip
+        print(f"{name:<11} n={row['n']:<4} top-1: NPM {row['npm']:.3f}, current {row['current']:.3f}, "
+              f"fitted {row['fitted']:.3f}, cross-validated {row['cv']:.3f}")  # fmt: skip
     print(f"wrote {path}")
     print(json.dumps(report))
 

@@ -42,6 +42,11 @@ class Passage:
     ends_word: np.ndarray  # (tokens,) bool: the token ends one
 
 
+# a word: a run of characters other than spaces and the marks that join two words without a space:
+# a slash ("2005/6"), a colon ("8.4:1"), an en or em dash ("1942–1945")
+_WORD = re.compile(r"[^\s/:\u2013\u2014]+")
+
+
 def _edge(char: str) -> bool:
     """A character a word's core does not start or end with: punctuation, a symbol, a format character
     (direction marks)."""
@@ -51,10 +56,11 @@ def _edge(char: str) -> bool:
 
 def word_edges(text: str, token_chars: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """Per token, whether it starts and whether it ends the core of a word of ``text``: a run of
-    non-space characters less the punctuation, symbols and format characters at its ends ("(Paris," has
-    the core "Paris"). An answer starts and ends at such edges: it never cuts "13,000", "U-boats" or "阿難"."""
+    characters between spaces, slashes, colons and en or em dashes, less the punctuation, symbols and
+    format characters at its ends ("(Paris," has the core "Paris"). An answer starts and ends at such
+    edges: it never cuts "13,000", "U-boats" or "阿難" (but "1942" of "1942–1945" is a word)."""
     starts, ends = set(), set()
-    for word in re.finditer(r"\S+", text):
+    for word in _WORD.finditer(text):
         lo, hi = word.start(), word.end()
         while lo < hi and _edge(text[lo]):
             lo += 1

@@ -46,12 +46,13 @@ def _is_edge(char: str) -> bool:
 
 
 def cuts_a_word(text: str, start: int, end: int) -> bool:
-    """Whether ``text[start:end]`` starts or ends inside a word of the text: the non-space characters
-    right before it, or right after it (combining marks aside), are not all punctuation or symbols."""
+    """Whether ``text[start:end]`` starts or ends inside a word of the text: the characters right before
+    it, or right after it (combining marks aside), up to a space, slash, colon or en or em dash, are not
+    all punctuation or symbols."""
     while end < len(text) and unicodedata.category(text[end])[0] == "M":
         end += 1
-    before = re.search(r"\S*$", text[:start]).group()
-    after = re.match(r"\S*", text[end:]).group()
+    before = re.search(r"[^\s/:–—]*$", text[:start]).group()
+    after = re.match(r"[^\s/:–—]*", text[end:]).group()
     return not all(_is_edge(c) for c in before + after)
 
 

@@ -277,7 +277,8 @@ def test_answers_never_cut_a_word_of_their_passage(tokenizer):
 
     text = (
         'Achilles (; Ancient Greek: Ἀχιλλεύς, "Akhilleus") held 13,000 U-boats of Myanmar\'s navy in 1942; '
-        "Agni (Sanskrit: अग्नि), Tehran (Persian: تهران\u200e), Ananda (阿難) and Анато́лий Ка́рпов."
+        "Agni (Sanskrit: अग्नि), Tehran (Persian: تهران\u200e), Ananda (阿難) and Анато́лий Ка́рпов in 2005/6 "
+        "and 1942–1945 at 8.4:1."
     )
     offsets = tokenizer(text, return_offsets_mapping=True, add_special_tokens=False)["offset_mapping"]
     chars = [(a, _with_marks(text, b)) for a, b in offsets]
@@ -295,6 +296,7 @@ def test_answers_never_cut_a_word_of_their_passage(tokenizer):
         if starts[i] and ends[j]
     }
     assert {"Ἀχιλλεύς", "13,000", "U-boats", "Myanmar's", "अग्नि", "تهران", "阿難", "Анато́лий Ка́рпов"} <= whole
+    assert {"6", "1942", "1945", "8.4"} <= whole
     assert not {"000", "boats", "Myanmar", "阿", "अग्न"} & whole
 
 
