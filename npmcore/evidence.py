@@ -45,6 +45,7 @@ class Passage:
 # a word: a run of characters other than spaces and the marks that join two words without a space:
 # a slash ("2005/6"), a colon ("8.4:1"), an en or em dash ("1942–1945")
 _WORD = re.compile(r"[^\s/:\u2013\u2014]+")
+_POSSESSIVE = re.compile(r"\w['\u2019]s$")
 
 
 def _edge(char: str) -> bool:
@@ -57,8 +58,9 @@ def _edge(char: str) -> bool:
 def word_edges(text: str, token_chars: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
     """Per token, whether it starts and whether it ends the core of a word of ``text``: a run of
     characters between spaces, slashes, colons and en or em dashes, less the punctuation, symbols and
-    format characters at its ends ("(Paris," has the core "Paris"). An answer starts and ends at such
-    edges: it never cuts "13,000", "U-boats" or "阿難" (but "1942" of "1942–1945" is a word)."""
+    format characters at its ends ("(Paris," has the core "Paris"), and ending before a possessive too
+    ("Haraway" of "Haraway's"). An answer starts and ends at such edges: it never cuts "13,000",
+    "U-boats" or "阿難" (but "1942" of "1942–1945" is a word)."""
     starts, ends = set(), set()
     for word in _WORD.finditer(text):
         lo, hi = word.start(), word.end()
@@ -66,6 +68,8 @@ def word_edges(text: str, token_chars: list[tuple[int, int]]) -> tuple[np.ndarra
             lo += 1
         while hi > lo and _edge(text[hi - 1]):
             hi -= 1
+        if _POSSESSIVE.search(text, lo, hi):  # "Haraway's": the name ends before its possessive
+            ends.add(hi - 2)
         if lo < hi:
             starts.add(lo)
             ends.add(hi)

@@ -47,12 +47,14 @@ def _is_edge(char: str) -> bool:
 
 def cuts_a_word(text: str, start: int, end: int) -> bool:
     """Whether ``text[start:end]`` starts or ends inside a word of the text: the characters right before
-    it, or right after it (combining marks aside), up to a space, slash, colon or en or em dash, are not
-    all punctuation or symbols."""
+    it, or right after it (combining marks and a possessive "'s" aside), up to a space, slash, colon or en
+    or em dash, are not all punctuation or symbols."""
     while end < len(text) and unicodedata.category(text[end])[0] == "M":
         end += 1
     before = re.search(r"[^\s/:–—]*$", text[:start]).group()
     after = re.match(r"[^\s/:–—]*", text[end:]).group()
+    if re.match(r"['’]s", after) and all(_is_edge(c) for c in after[2:]) and text[end - 1].isalnum():
+        after = after[2:]  # a possessive ends the word before it: "Haraway's"
     return not all(_is_edge(c) for c in before + after)
 
 
