@@ -1,0 +1,161 @@
+"""NPM measured as the paper measures it: its seven open-set tasks against a real Wikipedia.
+
+Usage: python bench/paper_table.py [--store DIR] [--split test|dev] [--limit 1000] [--passages 3]
+                                   [--baseline-limit 1000] [--dumps DIR]
+
+Through the users' path, on the two dated dumps of the same 15k articles (``shared/data/enwiki_dated``,
+unpacked once into the cache, or ``--dumps DIR`` holding ``2015-05/`` and ``2020-09/``):
+
+1. the May 2015 dump is ingested and indexed as BM25 alone (``npmcore ingest``, ``npmcore index --bm25-only``);
+   the temporal facts and entity translation are evaluated against it;
+2. the September 2020 dump is backfilled into the same store (``npmcore backfill --previous`` the 2015 index:
+   its index is BM25 alone too); the temporal facts again, then T-REx, Google-RE, KAMEL, NQ and TriviaQA.
+
+Every evaluation is the ``evaluate`` flow (each task an MLflow run in the store's tracking database): system
+``npm`` (the top ``--passages`` BM25 passages encoded per query, evidence scoring), each task's ceiling (the
+share of examples whose gold answer is written in the passages searched), and the baselines ``mlm-head`` and
+``mlm-read`` on at most ``--baseline-limit`` examples. ``--split dev`` evaluates the dev data (NQ and TriviaQA
+have none). The last line is one JSON object, also written to ``<store>/paper_table.json``::
+
+    {"trex", "google_re", "kamel", "nq", "triviaqa", "entity_translation", "entity_translation_languages",
+     "temporal": {"changed_before", "changed_after", "stale_before", "stale_after", "unchanged_before",
+                  "unchanged_after"},
+     "ceilings": {task: share}, "baselines": {"mlm-head": {task: score}, "mlm-read": {…}},
+     "corpus_tokens": {"2015-05", "2020-09"}, "indexes": {"2015-05", "2020-09"}, "passages", "split", "n",
+     "seconds"}
+
+``entity_translation`` is the average over the languages with at least 30 facts of their exact match (the
+paper averages its languages); ``entity_translation_languages`` has every language's, with its count.
+"""
+
+import argparse
+import json
+import time
+from pathlib import Path
+
+from npmcore.runtime import configure_environment
+
+configure_environment()
+
+import fsspec  # noqa: E402
+
+from flows.backfill import BackfillParams, backfill_dump  # noqa: E402
+from flows.evaluate import EvalParams, EvalRow, evaluate  # noqa: E402
+from flows.index import IndexParams, index_corpus  # noqa: E402
+from flows.ingest import ingest_corpus  # noqa: E402
+from flows.params import ClusterParams, IngestParams  # noqa: E402
+from flows.prefect_api import prefect_api  # noqa: E402
+from npmcore.evaluation.dumps import dated_dump  # noqa: E402
+from npmcore.evaluation.tasks import DEV_SPLITS  # noqa: E402
+from npmcore.snapshots import open_index  # noqa: E402
+from npmcore.storage import join  # noqa: E402
+
+KNOWLEDGE = ("trex", "google_re", "kamel", "nq", "triviaqa")
+BASELINES = ("mlm-head", "mlm-read")
+MIN_LANGUAGE_FACTS = 30  # the languages averaged for entity translation
+
+
+def rows_by(rows: list[EvalRow]) -> dict[tuple[str, str], EvalRow]:
+    return {(r.task, r.system): r for r in rows}
+
+
+def translation_scores(row: EvalRow) -> tuple[float | None, dict[str, dict]]:
+    """The average over languages with at least MIN_LANGUAGE_FACTS facts, and each language's score and count."""
+    counts = {k.removeprefix("count."): int(v) for k, v in row.breakdown.items() if k.startswith("count.")}
+    languages = {
+        lang: {"exact_match": row.breakdown[f"exact_match.{lang}"], "n": n} for lang, n in sorted(counts.items())
+    }
+    kept = [v["exact_match"] for v in languages.values() if v["n"] >= MIN_LANGUAGE_FACTS]
+    return (sum(kept) / len(kept) if kept else None), languages
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--store", default="paper-store", help="store of the corpora, indexes and MLflow runs")
+    parser.add_argument("--split", choices=("test", "dev"), default="test")
+    parser.add_argument(
+        "--limit", type=int, default=1000, help="examples per task (a seeded sample; 1000 keeps the run within an hour)"
+    )
+    parser.add_argument("--baseline-limit", type=int, default=1000, help="examples per task of the baselines")
+    parser.add_argument("--passages", type=int, default=3, help="top BM25 passages searched per query")
+    parser.add_argument("--dumps", type=Path, default=None, help="folder holding 2015-05/ and 2020-09/")
+    args = parser.parse_args()
+    if "://" not in args.store:
+        args.store = str(Path(args.store).resolve())
+    started = time.perf_counter()
+    dumps = {name: (args.dumps / name if args.dumps else dated_dump(name)) for name in ("2015-05", "2020-09")}
+    knowledge = [t for t in KNOWLEDGE if args.split == "test" or t in DEV_SPLITS]
+
+    def run(tasks: list[str], index: str, systems: list[str], limit: int) -> dict[tuple[str, str], EvalRow]:
+        params = EvalParams(
+            tasks=tasks,
+            store=args.store,
+            index=index,
+            systems=systems,
+            limit=limit,
+            split=args.split,
+            passages=args.passages,
+            experiment="npm-paper-table",
+        )
+        return rows_by(evaluate(params))
+
+    with prefect_api():
+        cluster = ClusterParams()
+        corpus = ingest_corpus(IngestParams(inputs=[str(dumps["2015-05"])], store=args.store, cluster=cluster))
+        old = index_corpus(IndexParams(store=args.store, corpus=corpus, vectors=False, cluster=cluster))
+        before = run(["temporal", "entity_translation"], old, ["npm"], args.limit)
+        before |= run(["entity_translation"], old, list(BASELINES), args.baseline_limit)
+        new = backfill_dump(
+            BackfillParams(dump=[str(dumps["2020-09"])], dump_date="2020-09-01", store=args.store, previous=old)
+        ).index
+        after = run(["temporal", *knowledge], new, ["npm"], args.limit)
+        after |= run(knowledge, new, list(BASELINES), args.baseline_limit)
+
+    temporal = {
+        f"{kind}_{when}": rows[("temporal", "npm")].breakdown[f"exact_match.{kind}"]
+        for when, rows in (("before", before), ("after", after))
+        for kind in ("changed", "unchanged")
+    } | {
+        f"stale_{when}": rows[("temporal", "npm")].breakdown["stale_rate"]
+        for when, rows in (("before", before), ("after", after))
+    }
+    average, languages = translation_scores(before[("entity_translation", "npm")])
+    ceilings = {t: after[(t, "npm")].breakdown.get("ceiling") for t in knowledge}
+    ceilings |= {"entity_translation": before[("entity_translation", "npm")].breakdown.get("ceiling")}
+    ceilings |= {
+        f"temporal_{k}": after[("temporal", "npm")].breakdown.get(f"ceiling.{k}") for k in ("changed", "unchanged")
+    }
+    table = {
+        **{t: (after[(t, "npm")].score if t in knowledge else None) for t in KNOWLEDGE},
+        "entity_translation": average,
+        "entity_translation_languages": languages,
+        "temporal": temporal,
+        "ceilings": ceilings,
+        "baselines": {
+            system: {t: after[(t, system)].score for t in knowledge}
+            | {"entity_translation": before[("entity_translation", system)].score}
+            for system in BASELINES
+        },
+        "n": {t: after[(t, "npm")].n for t in knowledge}
+        | {"entity_translation": before[("entity_translation", "npm")].n}
+        | {"temporal": after[("temporal", "npm")].n},
+        "corpus_tokens": {
+            "2015-05": open_index(old).manifest.counts["tokens"],
+            "2020-09": open_index(new).manifest.counts["tokens"],
+        },
+        "indexes": {"2015-05": old, "2020-09": new},
+        "passages": args.passages,
+        "split": args.split,
+        "seconds": round(time.perf_counter() - started, 1),
+    }
+    line = json.dumps(table, ensure_ascii=False)
+    out = join(args.store, "paper_table.json")
+    with fsspec.open(f"{out}.tmp", "w") as f:
+        f.write(line + "\n")
+    fs, _ = fsspec.core.url_to_fs(out)
+    fs.mv(f"{out}.tmp", out)
+    print(line)
+
+
+if __name__ == "__main__":
+    main()
