@@ -190,23 +190,9 @@ def _open(examples, npm: NPM, mode: Mode, config: InferenceConfig) -> list[Recor
     records = []
     for ex, found in zip(examples, answers, strict=True):
         top = found[0] if found else None
-        text = top.text if top else ""
         evidence = str(top.evidence[0].block) if top and top.evidence else ""
         searched = in_passages(ex.answers, npm.passages(ex.query, config.passages)) if config.restrict else None
-        records.append(
-            Record(
-                ex.id,
-                ex.query,
-                " | ".join(ex.answers),
-                text,
-                top.score if top else 0.0,
-                bool(top) and exact_match(text, ex.answers),
-                evidence,
-                ex.group,
-                (bool(top) and exact_match(text, ex.stale)) if ex.stale else None,
-                searched,
-            )
-        )
+        records.append(_open_record(ex, top.text if top else "", top.score if top else 0.0, evidence, searched))
     return records
 
 
@@ -215,18 +201,21 @@ def _filled(examples, npm: NPM, filler: MaskFiller, read: bool, config: Inferenc
     records = []
     for ex, text in zip(examples, filler.fill([ex.query for ex in examples], read), strict=True):
         searched = in_passages(ex.answers, npm.passages(ex.query, 1)) if read else None
-        records.append(
-            Record(
-                ex.id,
-                ex.query,
-                " | ".join(ex.answers),
-                text,
-                0.0,
-                bool(text) and exact_match(text, ex.answers),
-                "",
-                ex.group,
-                (bool(text) and exact_match(text, ex.stale)) if ex.stale else None,
-                searched,
-            )
-        )
+        records.append(_open_record(ex, text, 0.0, "", searched))
     return records
+
+
+def _open_record(ex, prediction: str, score: float, evidence: str, searched: bool | None) -> Record:
+    """An open-set example's record: right against its gold answers, stale against its stale ones."""
+    return Record(
+        ex.id,
+        ex.query,
+        " | ".join(ex.answers),
+        prediction,
+        score,
+        bool(prediction) and exact_match(prediction, ex.answers),
+        evidence,
+        ex.group,
+        (bool(prediction) and exact_match(prediction, ex.stale)) if ex.stale else None,
+        searched,
+    )
