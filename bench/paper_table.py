@@ -45,13 +45,13 @@ from flows.index import IndexParams, index_corpus  # noqa: E402
 from flows.ingest import ingest_corpus  # noqa: E402
 from flows.params import ClusterParams, IngestParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
+from npmcore.evaluation.baselines import BASELINES  # noqa: E402
 from npmcore.evaluation.dumps import dated_dump  # noqa: E402
 from npmcore.evaluation.tasks import DEV_SPLITS  # noqa: E402
 from npmcore.snapshots import open_index  # noqa: E402
 from npmcore.storage import join  # noqa: E402
 
 KNOWLEDGE = ("trex", "google_re", "kamel", "nq", "triviaqa")
-BASELINES = ("mlm-head", "mlm-read")
 MIN_LANGUAGE_FACTS = 30  # the languages averaged for entity translation
 
 
