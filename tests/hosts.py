@@ -5,9 +5,10 @@ Each host is a process tree in namespaces of its own (root only):
 * network: one interface ``eth0`` on a bridge in a switch namespace, with an address of TEST-NET-2
   (198.51.100.0/24, RFC 5737: documentation addresses, never a real network) and its own loopback; the
   hosts find each other by name through their own ``/etc/hosts``;
-* mount: its own ``/tmp`` and ``/dev/shm`` (empty tmpfs), its own disk at ``/mnt`` (its home; a folder of
+* mount: its own ``/tmp`` and ``/dev/shm`` (tmpfs), its own disk at ``/mnt`` (its home; a folder of
   the test, so the test can read its logs), and everything else, the checkout and the shared data
-  included, read-only;
+  included, read-only; a checkout or Python environment under the test's ``/tmp`` stays at its path
+  (read-only) in the host's own ``/tmp``, which is otherwise empty;
 * PID and UTS: its own process numbers and host name, so that killing the namespace's first
   process kills every process of the host at once.
 
@@ -26,6 +27,12 @@ from pathlib import Path
 SUBNET = "198.51.100"  # TEST-NET-2
 DISK = "/mnt"  # where a host sees its own disk; also its home
 PATH = f"{Path(sys.executable).parent}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+ROOT = Path(__file__).resolve().parents[1]
+# What a host keeps of the test's /tmp, which its own /tmp hides: the checkout, the Python environment and the
+# Python it was made from, where they live under /tmp (a clone in /tmp/x), outer folders first
+KEPT = sorted(
+    str(p) for p in {ROOT, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve()} if p.is_relative_to("/tmp")
+)
 
 # Run by the first process of a host's namespaces: mounts of its own, then it waits (killing it kills the host).
 SETUP = r"""
@@ -33,7 +40,13 @@ set -e
 hostname "$1"
 mount --bind "$2" /mnt
 mount --bind "$3" /etc/hosts
-mount -t tmpfs -o mode=1777 tmpfs /tmp
+# its /tmp: a tmpfs made at /dev/shm, what it keeps of the test's /tmp bound in at the same paths, moved over /tmp
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm
+for kept in "${@:4}"; do
+  mkdir -p "/dev/shm${kept#/tmp}"
+  mount --bind -o ro "$kept" "/dev/shm${kept#/tmp}"
+done
+mount --move /dev/shm /tmp
 mount -t tmpfs -o mode=1777 tmpfs /dev/shm
 mount -o remount,bind,ro /
 ip link set lo up
@@ -162,7 +175,8 @@ class Network:
             holder = subprocess.Popen(
                 [
                     *("unshare", "--net", "--mount", "--uts", "--pid", "--fork", "--mount-proc"),
-                    *("--propagation", "private", "bash", "-c", SETUP, "setup", name, str(disk), str(self.hosts_file)),
+                    *("--propagation", "private", "bash", "-c", SETUP, "setup"),
+                    *(name, str(disk), str(self.hosts_file), *KEPT),
                 ],
                 stdout=subprocess.PIPE,
                 stderr=errors,

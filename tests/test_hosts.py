@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from hosts import DISK, SUBNET, Host, Network, unavailable
+from hosts import DISK, KEPT, SUBNET, Host, Network, unavailable
 
 OPERATE = ROOT / "docs" / "operate.md"
 HOSTS = ["s3", "mlflow", "scheduler", "worker-a", "worker-b", "worker-c", "driver", "solo", "api"]
@@ -346,9 +346,12 @@ def test_hosts_share_nothing_but_the_network(tmp_path):
         wait_for(one, {}, "two", 8000)
         fetch = "import urllib.request; print(urllib.request.urlopen('http://two:8000/', timeout=5).status)"
         assert last_line(one.run(f"python -c {shlex.quote(fetch)}", {})) == "200"
-        seen = one.run(f"hostname; ls -A /tmp; test -e {secret} || echo hidden; touch {ROOT}/x 2>&1 || true", {})
-        assert succeeded(seen).splitlines()[:2] == ["one", "hidden"]  # its name; an empty /tmp; the test's files hidden
-        assert "Read-only file system" in seen.stdout  # the checkout
+        checkout = shlex.quote(str(ROOT / "x"))
+        seen = one.run(f"hostname; ls -A /tmp; test -e {secret} || echo hidden; touch {checkout} 2>&1 || true", {})
+        kept = sorted({Path(p).relative_to("/tmp").parts[0] for p in KEPT})  # a checkout in /tmp: its folder
+        # its name; a /tmp that holds nothing of the test's but what it keeps; the test's files hidden
+        assert succeeded(seen).splitlines()[: 2 + len(kept)] == ["one", *kept, "hidden"]
+        assert "Read-only file system" in seen.stdout  # the checkout, at its own path
         assert succeeded(one.run("ip route", {})).split()[0] == f"{SUBNET}.0/24"  # no way out but the test's net
         assert len(succeeded(one.run("ip route", {})).splitlines()) == 1
         succeeded(one.run("touch ~/mine", {}))
