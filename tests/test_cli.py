@@ -9,7 +9,8 @@ import pytest
 from reference import QUERIES
 from typer.testing import CliRunner
 
-from flows.cli import app, is_user_error
+from flows.cli import app
+from flows.cli.common import is_user_error
 from npmcore.snapshots import open_index
 from npmcore.storage import SnapshotError, open_snapshot
 
