@@ -87,8 +87,9 @@ def backfill_command(
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
-    """Ingest a new dump, or add a month of CC-News WARC files to the corpus, and index it incrementally: only
-    new or changed blocks are embedded (flow backfill_dump)."""
+    """Ingest a new dump, or add a month of CC-News WARC files to the corpus, and index it incrementally.
+
+    Only new or changed blocks are embedded (flow backfill_dump)."""
     from flows.backfill import BackfillParams, backfill_dump
     from flows.prefect_api import prefect_api
 

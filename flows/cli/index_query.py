@@ -81,6 +81,7 @@ def index_command(
     workers: Workers = None,
 ) -> None:
     """Embed a corpus snapshot (shards in parallel on Dask) and build its FAISS + BM25 index; prints its URL.
+
     The log states the index's plan first: its factory and why, its size, memory, training sample and time.
     With --bm25-only: the index of BM25 alone, nothing embedded."""
     from flows.index import IndexParams, index_corpus

@@ -17,8 +17,10 @@ PANEL = "Serving and operations"
 @app.command(name="serve", rich_help_panel=PANEL)
 @command
 def serve_command() -> None:
-    """Serve the deployments of infra/prefect.yaml (train, index-rebuild, backfill-dump) from this process until
-    Ctrl-C, to run from the UI of a running `prefect server start` (PREFECT_API_URL; default 127.0.0.1:4200)."""
+    """Serve the deployments of infra/prefect.yaml (train, index-rebuild, backfill-dump) until Ctrl-C.
+
+    They run in this process, started from the UI of a running `prefect server start`.
+    Its API: PREFECT_API_URL (default 127.0.0.1:4200)."""
     from prefect import serve
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -51,8 +53,9 @@ def api_command(
     queue_limit: Annotated[int, typer.Option(min=1, help="Queued queries beyond which requests get 503.")] = 64,
     poll_s: Annotated[float, typer.Option(min=0.1, help="Seconds between reads of the serving pointer.")] = 2,
 ) -> None:
-    """Answer queries over HTTP from the store's serving index (POST /v1/predict, /v1/classify; GET /v1/index,
-    /livez, /readyz, /metrics, and / for a page), swapping in the index the serving pointer moves to."""
+    """Answer queries over HTTP from the store's serving index, swapping in the index the serving pointer moves to.
+
+    POST /v1/predict, /v1/classify; GET /v1/index, /livez, /readyz, /metrics, and / for a page."""
     import uvicorn
 
     from npmcore.api import Settings, create_app
@@ -119,8 +122,10 @@ def dask_certs_command(
     folder: Annotated[Path, typer.Argument(help="Folder to write ca.pem and a certificate and key per role into.")],
     host: Annotated[list[str], typer.Option(help="Name or IP address of the scheduler and workers (repeatable).")],
 ) -> None:
-    """Write a private certificate authority and scheduler, worker and client certificates for a Dask cluster with
-    mutual TLS (see docs/operate.md: a client without a certificate of this authority is refused)."""
+    """Write a private certificate authority and certificates for a Dask cluster with mutual TLS.
+
+    One certificate and key each for the scheduler, the workers and the client.
+    A client without a certificate of this authority is refused (see docs/operate.md)."""
     from npmcore.security import write_dask_certificates
 
     print(write_dask_certificates(folder, host))

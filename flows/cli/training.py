@@ -116,8 +116,10 @@ def register_command(
     alias: Annotated[str | None, typer.Option(help="Registry alias for the new version, e.g. champion.")] = None,
     experiment: Annotated[str, typer.Option(help="MLflow experiment.")] = "npm-train",
 ) -> None:
-    """Log a trained encoder to MLflow and register it as npm-encoder: the newest checkpoint of a run
-    folder (e.g. from torchrun -m npmcore.train), or an encoder folder (e.g. returned by a GPU run)."""
+    """Log a trained encoder to MLflow and register it as npm-encoder.
+
+    From a run folder (e.g. of torchrun -m npmcore.train): its newest checkpoint.
+    Or an encoder folder (e.g. returned by a GPU run)."""
     from npmcore.tracking import register_checkpoint, register_encoder, tracking_uri
 
     uri, path = tracking_uri(absolute_store(store)), absolute_store(source)
@@ -161,8 +163,9 @@ def interpolate_command(
     weight: Annotated[float, typer.Option(help="Share of B: the result is (1 - weight) * A + weight * B.")],
     out: Annotated[Path, typer.Option(help="Encoder folder to write.")],
 ) -> None:
-    """Mix the weights of two encoders of one lineage (fp16, MLM head included): e.g. the shipped
-    encoder and a longer-trained continuation of it."""
+    """Mix the weights of two encoders of one lineage (fp16, MLM head included).
+
+    E.g. the shipped encoder and a longer-trained continuation of it."""
     from npmcore.encoder import interpolate
 
     print(interpolate(absolute_store(first), absolute_store(second), weight, out))
