@@ -23,6 +23,8 @@ from typing import Literal
 import fsspec
 import mwparserfromhell
 import mwxml
+from fsspec.compression import compr
+from fsspec.utils import infer_compression
 from mwparserfromhell.nodes import Tag, Wikilink
 
 Format = Literal["mediawiki", "wikiextractor", "jsonl", "lines", "warc"]
@@ -121,14 +123,16 @@ def detect_format(url: str) -> Format:
 # --- MediaWiki XML dumps ---------------------------------------------------------------
 
 
-def iter_wiki_pages(url: str) -> Iterator[tuple[WikiPage, frozenset[str]]]:
+def iter_wiki_pages(url: str) -> Iterator[tuple[WikiPage, frozenset[str], int]]:
     """Stream the main-namespace, non-redirect pages of a dump (``.xml``, ``.xml.bz2``, …).
 
     Yields each page with the dump's namespace prefixes (lower case), which
-    :func:`wikitext_to_text` needs to drop links to files and categories.
+    :func:`wikitext_to_text` needs to drop links to files and categories, and the bytes
+    of the file read so far (compressed when it is): how far through the dump it is.
     """
+    compression = infer_compression(url)
     try:
-        with fsspec.open(url, "rb", compression="infer") as f:
+        with fsspec.open(url, "rb") as raw, compr[compression](raw, mode="rb") if compression else raw as f:
             dump = mwxml.Dump.from_file(f)
             prefixes = frozenset(
                 name.lower()
@@ -141,7 +145,7 @@ def iter_wiki_pages(url: str) -> Iterator[tuple[WikiPage, frozenset[str]]]:
                 if page.namespace != 0 or page.redirect:
                     continue
                 text = "".join(revision.text or "" for revision in page)  # pages-articles: one revision
-                yield WikiPage(page.id, page.title, text), prefixes
+                yield WikiPage(page.id, page.title, text), prefixes, raw.tell()
     except COMPRESSION_ERRORS as e:
         raise CorpusError(f"{url}: truncated or corrupt compressed stream ({e})") from e
     except (xml.etree.ElementTree.ParseError, mwxml.errors.MalformedXML, ValueError, KeyError) as e:

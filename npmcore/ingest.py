@@ -111,6 +111,7 @@ class Partition:
     source: str
     format: Format
     url: str
+    input_bytes: int  # the bytes of the file it stands for (compressed when the file is): its share of the progress
     offset: int = 0
     length: int | None = None  # None: to the end of the file
     pages: tuple[WikiPage | ReusedPage, ...] = ()  # mediawiki only
@@ -128,6 +129,7 @@ class IngestedShard:
     blocks: int
     tokens: int
     reused_docs: int  # dump pages copied from the previous snapshot, not parsed again
+    input_bytes: int  # the partition's bytes of its file
     warc: WarcCounts | None = None  # format warc: what the file held
     articles: tuple[ArticleKey, ...] = ()  # format warc, staged: its articles' dedup keys, in record order
 
@@ -150,6 +152,11 @@ def expand_inputs(inputs: Iterable[str]) -> list[str]:
                 raise CorpusError(f"{full}: empty file")
             files.append(full)
     return files
+
+
+def input_bytes(inputs: Iterable[str]) -> int:
+    """The bytes of the files named by ``inputs`` (as :func:`expand_inputs`): what an ingest of them reads through."""
+    return sum(fsspec.core.url_to_fs(url)[0].size(url) for url in expand_inputs(inputs))
 
 
 def page_hash(page: WikiPage) -> str:
@@ -208,20 +215,24 @@ def plan_partitions(
     for url, fmt in zip(files, formats, strict=True):
         source = source_name(url)
         if fmt == "mediawiki":
-            pages = iter_wiki_pages(url)
+            pages, read = iter_wiki_pages(url), 0
             while batch := list(islice(pages, config.pages_per_partition)):
-                items = tuple(_reused(page, known) for page, _ in batch)
-                yield Partition(index, source, fmt, url, pages=items, prefixes=batch[0][1], previous=previous)
-                index += 1
-            continue
-        if fmt == "warc" or infer_compression(url):  # compressed streams cannot be split: one partition per file
-            yield Partition(index, source, fmt, url)
-            index += 1
+                items = tuple(_reused(page, known) for page, _, _ in batch)
+                done = batch[-1][2]  # the bytes of the dump read up to its last page
+                yield Partition(
+                    index, source, fmt, url, done - read, pages=items, prefixes=batch[0][1], previous=previous
+                )
+                index, read = index + 1, done
             continue
         fs, path = fsspec.core.url_to_fs(url)
         size = fs.size(path)
+        if fmt == "warc" or infer_compression(url):  # compressed streams cannot be split: one partition per file
+            yield Partition(index, source, fmt, url, size)
+            index += 1
+            continue
         for offset in range(0, size, config.partition_bytes):
-            yield Partition(index, source, fmt, url, offset, min(config.partition_bytes, size - offset))
+            length = min(config.partition_bytes, size - offset)
+            yield Partition(index, source, fmt, url, length, offset, length)
             index += 1
 
 
@@ -328,7 +339,7 @@ def write_shard(part: Partition, staging: str, config: IngestConfig) -> Ingested
     path = f"blocks/part-{part.index:05d}.parquet"
     entry = _write_table(pa.table(rows, schema=BLOCK_SCHEMA), join(staging, path))
     reused = sum(isinstance(page, ReusedPage) for page in part.pages)
-    return IngestedShard(part.index, path, entry, docs, empty, len(rows["block_id"]), tokens, reused)
+    return IngestedShard(part.index, path, entry, docs, empty, len(rows["block_id"]), tokens, reused, part.input_bytes)
 
 
 def extract_warc(part: Partition, staging: str, config: IngestConfig) -> IngestedShard:
@@ -342,7 +353,7 @@ def extract_warc(part: Partition, staging: str, config: IngestConfig) -> Ingeste
     columns |= {"source_hash": [k.text_hash for k in keys], "minhash": [k.signature for k in keys]}
     path = f"articles/part-{part.index:05d}.parquet"
     entry = _write_table(pa.table(columns, schema=_ARTICLES), join(staging, path))
-    return IngestedShard(part.index, path, entry, len(articles), 0, 0, 0, 0, counts, keys)
+    return IngestedShard(part.index, path, entry, len(articles), 0, 0, 0, 0, part.input_bytes, counts, keys)
 
 
 def write_articles(job: tuple[IngestedShard, frozenset[str]], staging: str, config: IngestConfig) -> IngestedShard:

@@ -1,7 +1,7 @@
 """Progress of long stages: on a terminal a rich display; elsewhere (a log file, CI, the Prefect
 UI's task log) log lines from :class:`ProgressLog`, at least every 30 s and at every 10% done.
-Ingestion is fed one shard result at a time, embedding and indexing the tokens each finished
-shard held, training each step's stats."""
+Ingestion is fed one shard result at a time (its share of the inputs' bytes), embedding and indexing
+the tokens each finished shard held, training each step's stats."""
 
 import contextvars
 import logging
@@ -12,12 +12,13 @@ from contextlib import contextmanager
 
 from rich.progress import (
     BarColumn,
+    DownloadColumn,
     Progress,
-    SpinnerColumn,
     TaskProgressColumn,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
+    TransferSpeedColumn,
 )
 
 log = logging.getLogger(__name__)
@@ -87,28 +88,35 @@ def _duration(seconds: float) -> str:
 
 
 @contextmanager
-def shard_progress(description: str, terminal: bool) -> Iterator[Callable[[object], None]]:
-    """Yields a callback taking a finished shard's result, with ``docs``, ``blocks`` and ``tokens`` counts."""
-    totals = {"docs": 0, "blocks": 0, "tokens": 0}
+def shard_progress(description: str, total_bytes: int, terminal: bool) -> Iterator[Callable[[object], None]]:
+    """Yields a callback taking a finished shard's result, with its ``input_bytes`` (the inputs' bytes it
+    stands for; done of ``total_bytes``, bytes/s, time left) and ``docs``, ``blocks`` and ``tokens`` counts."""
+    totals = {"shards": 0, "docs": 0, "blocks": 0, "tokens": 0}
 
     def add(result: object) -> str:
-        for key in totals:
+        totals["shards"] += 1
+        for key in ("docs", "blocks", "tokens"):
             totals[key] += getattr(result, key)
         return " ".join(f"{k} {v:,}" for k, v in totals.items())
 
     if not terminal:
-        with ProgressLog(description, None, "shards") as logged:
-            yield lambda result: logged.advance(1, add(result))
+        with ProgressLog(description, total_bytes, "bytes") as logged:
+            yield lambda result: logged.advance(result.input_bytes, add(result))
         return
     columns = (
-        SpinnerColumn(),
         TextColumn("{task.description}"),
-        TextColumn("shards {task.completed:,.0f} {task.fields[totals]}"),
+        BarColumn(),
+        TaskProgressColumn(),
+        DownloadColumn(),
+        TransferSpeedColumn(),
+        TextColumn("{task.fields[totals]}"),
         TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
     )
-    with Progress(*columns, transient=False) as progress:
-        task_id = progress.add_task(description, total=None, totals="")
-        yield lambda result: progress.update(task_id, advance=1, totals=add(result))
+    with Progress(*columns) as progress:
+        task_id = progress.add_task(description, total=total_bytes, totals="")
+        yield lambda result: progress.update(task_id, advance=result.input_bytes, totals=add(result))
 
 
 def _step_detail(stats: object) -> str:

@@ -3,7 +3,7 @@
 from prefect import task
 
 from npmcore.cluster import dask_client
-from npmcore.ingest import IngestConfig, ingest
+from npmcore.ingest import IngestConfig, ingest, input_bytes
 from npmcore.progress import shard_progress
 from tasks import HOUR, is_transient
 
@@ -26,5 +26,8 @@ def ingest_corpus_task(
 ) -> str:
     """Ingest ``inputs`` into ``store`` (copying unchanged dump pages from ``previous``, or extending the
     corpus ``extends``); returns the snapshot URL."""
-    with dask_client(dask_address) as client, shard_progress("ingesting", terminal=progress) as on_shard:
+    with (
+        dask_client(dask_address) as client,
+        shard_progress("ingesting", input_bytes(inputs), terminal=progress) as on_shard,
+    ):
         return ingest(inputs, store, config, client, on_shard=on_shard, previous=previous, extends=extends)

@@ -71,7 +71,7 @@ def dump_documents(dump_path) -> dict[str, str]:
     from npmcore.corpus import iter_wiki_pages, wiki_documents
 
     pages, prefixes = [], frozenset()
-    for page, prefixes in iter_wiki_pages(dump_path):
+    for page, prefixes, _ in iter_wiki_pages(dump_path):
         pages.append(page)
     return {doc.title: doc.text for doc in wiki_documents(pages, prefixes, "dump")}
 

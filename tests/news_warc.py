@@ -95,7 +95,7 @@ def lee_articles() -> tuple[list[str], list[str]]:
 def bulgarian_articles(n: int) -> list[str]:
     """``n`` pages of Bulgarian prose: the paragraphs of the one article in gensim's bgwiki sample."""
     dump = str(Path(default_corpus()[1]).parent / BG_DUMP)
-    pages, prefixes = zip(*iter_wiki_pages(dump), strict=True)
+    pages, prefixes, _ = zip(*iter_wiki_pages(dump), strict=True)
     (doc,) = wiki_documents(pages, prefixes[0], "bgwiki")
     paragraphs = [p for p in doc.text.split("\n") if len(p) >= 100]
     return [" ".join(paragraphs[i::n]) for i in range(n)]

@@ -72,8 +72,8 @@ def test_an_ingest_with_the_previous_dump_copies_unchanged_pages_and_gives_the_s
     incremental = ingest([v2], str(tmp_path / "a"), config, on_shard=shards.append, previous=previous)
     assert open_snapshot(incremental).files == open_snapshot(full).files  # byte for byte
     assert open_snapshot(incremental).id == open_snapshot(full).id
-    old = {(p.page_id, p.title, p.wikitext) for p, _ in iter_wiki_pages(v1)}
-    unchanged = [(p.page_id, p.title, p.wikitext) in old for p, _ in iter_wiki_pages(v2)]
+    old = {(p.page_id, p.title, p.wikitext) for p, _, _ in iter_wiki_pages(v1)}
+    unchanged = [(p.page_id, p.title, p.wikitext) in old for p, _, _ in iter_wiki_pages(v2)]
     assert 0 < sum(unchanged) < len(unchanged)
     assert sum(r.reused_docs for r in shards) == sum(unchanged)  # brute force: pages identical in both dumps
 

@@ -13,7 +13,7 @@ MAX_TOKENS = 256
 @pytest.fixture(scope="module")
 def documents(dump_path, news_path, enwiki_shard) -> list[Document]:
     pages, prefixes = [], None
-    for page, prefixes in itertools.islice(iter_wiki_pages(dump_path), 30):
+    for page, prefixes, _ in itertools.islice(iter_wiki_pages(dump_path), 30):
         pages.append(page)
     docs = list(wiki_documents(pages, prefixes, "dump"))
     docs += list(read_lines(open(news_path).read(), "lee", 0))[:100]

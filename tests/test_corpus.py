@@ -23,7 +23,7 @@ from npmcore.storage import list_snapshots
 
 
 def test_dump_reader_keeps_main_namespace_articles_only(dump_path):
-    pages = [p for p, _ in iter_wiki_pages(dump_path)]
+    pages = [p for p, _, _ in iter_wiki_pages(dump_path)]
     with bz2.open(dump_path) as f:
         raw = [(p.title, p.namespace, p.redirect) for p in mwxml.Dump.from_file(f)]
     expected = [title for title, ns, redirect in raw if ns == 0 and not redirect]
@@ -33,7 +33,7 @@ def test_dump_reader_keeps_main_namespace_articles_only(dump_path):
 
 def test_dump_text_is_plain_and_disambiguation_pages_are_skipped(dump_path):
     pages, prefixes = [], None
-    for page, prefixes in iter_wiki_pages(dump_path):
+    for page, prefixes, _ in iter_wiki_pages(dump_path):
         pages.append(page)
     docs = list(wiki_documents(pages, prefixes, "sample"))
     titles = {d.title for d in docs}

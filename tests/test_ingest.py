@@ -1,6 +1,9 @@
-"""Ingestion end to end: serial vs Dask, idempotence, empty documents, crash safety."""
+"""Ingestion end to end: serial vs Dask, idempotence, empty documents, progress, crash safety."""
 
 import json
+import logging
+import os
+import re
 import time
 from pathlib import Path
 
@@ -9,7 +12,8 @@ from conftest import kill_once
 
 from npmcore.cluster import ClusterError, dask_client
 from npmcore.corpus import CorpusError
-from npmcore.ingest import IngestConfig, ingest
+from npmcore.ingest import IngestConfig, ingest, input_bytes, plan_partitions
+from npmcore.progress import shard_progress
 from npmcore.snapshots import read_blocks
 from npmcore.storage import SnapshotError, list_snapshots, open_snapshot
 
@@ -71,6 +75,28 @@ def test_wrong_format_fails_with_the_file_name(tmp_path, news_path):
     with pytest.raises(CorpusError, match="lee_background.cor: not a MediaWiki XML dump"):
         ingest([news_path], str(tmp_path), IngestConfig(format="mediawiki"))
     assert list_snapshots(str(tmp_path), "corpus") == []
+
+
+def test_progress_lines_count_the_inputs_bytes_done_of_their_total_and_the_time_left(tmp_path, news_path, caplog):
+    """The inputs' bytes are known before any is read: each line says how far through them the ingest is."""
+    caplog.set_level(logging.INFO, logger="npmcore.progress")
+    total = input_bytes([news_path])
+    assert total == os.path.getsize(news_path) == 360_082
+    with shard_progress("ingesting", total, terminal=False) as on_shard:
+        ingest([news_path], str(tmp_path), IngestConfig(partition_bytes=40_000), on_shard=on_shard)  # 10 shards
+    lines = [r.getMessage() for r in caplog.records if r.name == "npmcore.progress"]
+    first = r"ingesting: 40,000 of 360,082 bytes \(11%\), .* s elapsed, about .* left; shards 1 docs .*"
+    assert re.fullmatch(first, lines[0]), lines
+    assert lines[-1].startswith("ingesting: 360,082 of 360,082 bytes (100%), ") and "left" not in lines[-1], lines
+    assert lines[-1].endswith("; shards 10 docs 300 blocks 422 tokens 74,024"), lines
+
+
+def test_a_dumps_partitions_share_its_bytes_as_they_are_read(dump_path):
+    """A dump's pages are streamed, so its partitions are not known up front; its bytes are: each partition
+    stands for the compressed bytes read for its pages."""
+    parts = list(plan_partitions([dump_path], ["mediawiki"], CONFIG))
+    assert len(parts) == 5 and all(p.input_bytes >= 0 for p in parts)
+    assert sum(p.input_bytes for p in parts) == os.path.getsize(dump_path) == input_bytes([dump_path])
 
 
 def test_unreachable_scheduler_fails_fast():

@@ -293,7 +293,7 @@ def wiki_batches(dump_path, tokenizer) -> list[tuple[list[list[int]], list[int]]
     """(token ids, title_tokens) of batches of Wikipedia blocks, a document's blocks together:
     every sequence of a batch starts with the same "{title}. " prefix."""
     pages, prefixes = [], None
-    for page, prefixes in itertools.islice(iter_wiki_pages(dump_path), 12):
+    for page, prefixes, _ in itertools.islice(iter_wiki_pages(dump_path), 12):
         pages.append(page)
     blocks = [b for doc in wiki_documents(pages, prefixes, "dump") for b in split_document(doc, tokenizer, MAX_TOKENS)]
     return [
