@@ -10,7 +10,7 @@ batches of 8,192 padded tokens, sorted by length) with each arm, for each thread
 * ``torch``: PyTorch's eager forward (the reference);
 * ``torch-compile``: ``torch.compile(model, dynamic=True)``;
 * ``onnxruntime``: the encoder exported to ONNX, run by ONNX Runtime (float32);
-* ``openvino``: the forward the datastore runs on a CPU (``npmcore.encoder.fast_forward``).
+* ``openvino``: the forward the datastore runs on a CPU in f32 (``npmcore.encoder.fast_forward``).
 
 Per arm: tokens/s (best of two passes after a warm-up), the speed-up over torch at the same
 threads, and ``max_abs_diff``, the largest difference of any vector component from torch's.
@@ -65,7 +65,7 @@ def main() -> None:
                 "torch": lambda: torch_forward(model),
                 "torch-compile": lambda: compiled_forward(model),
                 "onnxruntime": lambda: onnx_forward(str(export_onnx(model, Path(tmp) / "fp32.onnx"))),
-                "openvino": lambda: fast_forward(model),
+                "openvino": lambda: fast_forward(model, "f32"),
             }
             reference, base = None, None
             for name, make in arms.items():

@@ -19,6 +19,7 @@ import time
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
@@ -328,15 +329,18 @@ def special_frame(tokenizer: PreTrainedTokenizerFast) -> tuple[int, int]:
 
 
 Forward = Callable[[np.ndarray, np.ndarray], np.ndarray]  # ids, attention mask (b, w) int64 -> (b, w, d) float32
+# The forward's matrix products: float32, or bfloat16 where a CPU has units for it (npmcore.precision chooses)
+Precision = Literal["f32", "bf16"]
 
 
-def torch_forward(model: PreTrainedModel) -> Forward:
-    """The model's forward in torch, on its device (bf16 autocast on a GPU)."""
+def torch_forward(model: PreTrainedModel, precision: Precision = "f32") -> Forward:
+    """The model's forward in torch, on its device; ``bf16``: under bf16 autocast (a GPU's, or a CPU's).
+    In float32 it is the reference the other forwards are checked against."""
     device = next(model.parameters()).device
 
     @torch.inference_mode()
     def forward(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=device.type == "cuda"):
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=precision == "bf16"):
             hidden = model(
                 input_ids=torch.from_numpy(ids).to(device), attention_mask=torch.from_numpy(mask).to(device)
             ).last_hidden_state
@@ -345,30 +349,40 @@ def torch_forward(model: PreTrainedModel) -> Forward:
     return forward
 
 
-_compiled: "weakref.WeakKeyDictionary[PreTrainedModel, dict[int, Forward]]" = weakref.WeakKeyDictionary()
+_compiled: "weakref.WeakKeyDictionary[PreTrainedModel, dict[tuple[int, Precision], Forward]]" = (
+    weakref.WeakKeyDictionary()
+)
 
 
-def fast_forward(model: PreTrainedModel) -> Forward:
-    """The forward :func:`encode` runs: on a GPU torch's; on a CPU the model compiled by OpenVINO
-    in float32 with as many threads as torch has (2.3x torch's forward on this project's 2-core
-    machine: bench/pipeline.py), its vectors equal to torch's within float rounding
-    (tests/test_encoder.py). Compiled once per model and thread count: about 2 s, 0.5 s once the
-    converted model is in the cache. The model's weights must not change afterwards (inference
-    models never do). A model OpenVINO cannot convert runs in torch, with a warning."""
+def fast_forward(model: PreTrainedModel, precision: Precision, threads: int | None = None) -> Forward:
+    """The forward :func:`encode` runs, in ``precision``: on a GPU torch's (bf16: autocast); on a CPU the
+    model compiled by OpenVINO with that ``INFERENCE_PRECISION_HINT`` on ``threads`` threads (default: as
+    many as torch has). In float32 2.3x torch's forward on this project's 2-core machine
+    (bench/pipeline.py), its vectors equal to torch's within float rounding (tests/test_encoder.py).
+    Compiled once per model, thread count and precision: about 2 s, 0.5 s once the converted model is in
+    the cache. The model's weights must not change afterwards (inference models never do). A model
+    OpenVINO cannot convert runs in torch, with a warning.
+
+    Raises:
+        EncoderError: ``bf16`` on a CPU OpenVINO computes in float32 (one without AMX or AVX512_BF16:
+            OpenVINO takes the hint there and silently runs float32).
+    """
     if next(model.parameters()).device.type != "cpu":
-        return torch_forward(model)
-    threads = torch.get_num_threads()
-    by_threads = _compiled.setdefault(model, {})
-    if threads not in by_threads:
+        return torch_forward(model, precision)
+    key = (threads or torch.get_num_threads(), precision)
+    by_key = _compiled.setdefault(model, {})
+    if key not in by_key:
         try:
-            by_threads[threads] = _openvino_forward(model, threads)
+            by_key[key] = _openvino_forward(model, *key)
+        except EncoderError:  # bf16 asked, f32 compiled: refused, never recorded as bf16
+            raise
         except Exception as e:  # any conversion failure: the torch forward is always right, only slower
             log.warning("OpenVINO cannot compile %s (%s); it runs in torch", type(model).__name__, e)
-            by_threads[threads] = torch_forward(model)
-    return by_threads[threads]
+            by_key[key] = torch_forward(model, precision)
+    return by_key[key]
 
 
-def _openvino_forward(model: PreTrainedModel, threads: int) -> Forward:
+def _openvino_forward(model: PreTrainedModel, threads: int, precision: Precision) -> Forward:
     import openvino as ov
 
     started = time.perf_counter()
@@ -377,9 +391,20 @@ def _openvino_forward(model: PreTrainedModel, threads: int) -> Forward:
     compiled = ov.Core().compile_model(
         _openvino_model(model),
         "CPU",
-        {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": threads, "ENABLE_CPU_PINNING": False},
+        {"INFERENCE_PRECISION_HINT": precision, "INFERENCE_NUM_THREADS": threads, "ENABLE_CPU_PINNING": False},
     )
-    log.info("compiled the encoder with OpenVINO (%d threads) in %.1f s", threads, time.perf_counter() - started)
+    ran = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
+    if ran != precision:
+        raise EncoderError(
+            f"OpenVINO compiles the encoder in {ran}, not {precision}, on this CPU "
+            f"({ov.Core().get_property('CPU', 'FULL_DEVICE_NAME')}): bf16 needs AMX or AVX512_BF16; use f32 or auto"
+        )
+    log.info(
+        "compiled the encoder with OpenVINO (%d threads, %s) in %.1f s",
+        threads,
+        precision,
+        time.perf_counter() - started,
+    )
     hidden = compiled.output("last_hidden_state")
 
     def forward(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -445,12 +470,12 @@ def encode(
 
     Sequences are sorted by length and cut into batches of at most ``batch_tokens``
     padded tokens, so little compute goes to padding. ``forward``: how a batch goes
-    through the model (default :func:`fast_forward`; :func:`torch_forward` is the reference).
+    through the model (default :func:`fast_forward` in float32; :func:`torch_forward` is the reference).
 
     Returns:
         One float32 array (len_i, d) per sequence.
     """
-    forward = forward or fast_forward(model)
+    forward = forward or fast_forward(model, "f32")
     lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
     if len(lengths) and lengths.min() == 0:
         raise ValueError(f"sequence {int(np.argmin(lengths))} is empty")

@@ -225,11 +225,11 @@ def test_the_openvino_forward_gives_torchs_vectors(which, roberta_dir, news_line
     """Real text in batches of mixed lengths (padding included): the compiled forward's vectors equal
     torch's within float rounding, and so does every token's nearest neighbours among them."""
     tokenizer, model = load_encoder(None if which == "default" else roberta_dir)
-    forward = fast_forward(model)
+    forward = fast_forward(model, "f32")
     assert forward.__qualname__.startswith("_openvino_forward")  # compiled, not the torch fallback
-    assert fast_forward(model) is forward  # once per model and thread count
+    assert fast_forward(model, "f32") is forward  # once per model, thread count and precision
     sequences = [tokenizer(" ".join(news_lines[i : i + 1 + i % 3]))["input_ids"][:256] for i in range(24)]
-    fast = np.concatenate(encode(model, tokenizer, sequences, 2048))
+    fast = np.concatenate(encode(model, tokenizer, sequences, 2048, forward))
     exact = np.concatenate(encode(model, tokenizer, sequences, 2048, torch_forward(model)))
     assert fast.shape == exact.shape == (sum(map(len, sequences)), model.config.hidden_size)
     np.testing.assert_allclose(fast, exact, rtol=0, atol=1e-4 * np.abs(exact).max())
@@ -256,10 +256,10 @@ def test_the_converted_encoder_is_cached_and_a_cache_that_cannot_be_written_cost
     tmp_path, monkeypatch, roberta_dir
 ):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    fast_forward(load_encoder(roberta_dir)[1])
-    fast_forward(load_encoder(roberta_dir)[1])  # another model object, the same weights: read from the cache
+    fast_forward(load_encoder(roberta_dir)[1], "f32")
+    fast_forward(load_encoder(roberta_dir)[1], "f32")  # another model object, the same weights: read from the cache
     (entry,) = (tmp_path / "cache" / "npmcore" / "openvino").iterdir()
     assert (entry / "encoder.xml").is_file()
     (tmp_path / "not-a-folder").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
-    assert fast_forward(load_encoder(roberta_dir)[1]).__qualname__.startswith("_openvino_forward")
+    assert fast_forward(load_encoder(roberta_dir)[1], "f32").__qualname__.startswith("_openvino_forward")

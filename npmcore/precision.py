@@ -1,0 +1,156 @@
+"""The encoder's precision on this machine: float32, or bfloat16 where the CPU has matrix units for it.
+
+A setting is one of :data:`SETTINGS`:
+
+* ``f32``: float32 products (on a CPU OpenVINO's ``INFERENCE_PRECISION_HINT`` f32; on a GPU torch without
+  autocast).
+* ``bf16``: bfloat16 products: OpenVINO's bf16 hint on a CPU with AMX or AVX512_BF16 (refused on any other:
+  OpenVINO takes the hint there and silently computes in float32), torch's bf16 autocast on a GPU.
+* ``auto`` (the default): on a GPU bf16; on a CPU bf16 where it has those units and the probe found the
+  encoder faster in bf16, else f32.
+
+The probe embeds blocks of real text (the first articles of the embedded news corpus) on one thread, as a
+one-thread Dask worker embeds, in each precision the CPU can run. Its rates (tokens/s) are cached per
+machine (CPU model and flags, OpenVINO version; a GPU's name) and encoder (its weights' fingerprint) in
+``{cache}/precision/`` (:func:`npmcore.storage.cache_dir`); they are also the plan's embedding rate
+(:func:`npmcore.datastore.embedding_seconds`).
+"""
+
+import hashlib
+import json
+import logging
+import os
+import tempfile
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Literal, get_args
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerFast
+
+from npmcore.blocks import split_document
+from npmcore.corpus import Document, default_corpus
+from npmcore.encoder import Precision, encode, encoder_fingerprint, fast_forward
+from npmcore.storage import cache_dir
+
+log = logging.getLogger(__name__)
+
+Setting = Literal["auto", "f32", "bf16"]
+SETTINGS: tuple[Setting, ...] = get_args(Setting)
+BF16_UNITS = frozenset({"amx_bf16", "avx512_bf16"})  # /proc/cpuinfo flags of CPUs with bf16 matrix products
+PROBE_BLOCK_TOKENS = 256  # the datastore's default block length (special tokens included)
+PROBE_BLOCKS = 48  # 16 to warm up (kernel choice, memory), 32 timed: 8,192 tokens, a datastore batch
+PROBE_BATCH_TOKENS = 8192  # the datastore's default batch
+
+
+def cpu_flags() -> frozenset[str]:
+    """The CPU's feature flags (``/proc/cpuinfo``; none where there is no such file)."""
+    return frozenset(_cpuinfo().get("flags", "").split())
+
+
+def cpu_name() -> str:
+    return _cpuinfo().get("model name", "unknown CPU")
+
+
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of ``/proc/cpuinfo``."""
+    path = Path("/proc/cpuinfo")
+    text = path.read_text() if path.is_file() else ""
+    fields = (line.partition(":") for line in text.split("\n\n")[0].splitlines())
+    return {key.strip(): value.strip() for key, _, value in fields}
+
+
+def has_bf16_units(flags: frozenset[str]) -> bool:
+    """Whether a CPU of these flags computes bf16 products in hardware (AMX or AVX512_BF16)."""
+    return bool(flags & BF16_UNITS)
+
+
+def choose_precision(flags: frozenset[str], rates: Mapping[str, float]) -> Precision:
+    """``auto`` on a CPU: bf16 where it has bf16 units and the probe's ``rates`` (tokens/s by precision)
+    found bf16 faster, else f32."""
+    return "bf16" if has_bf16_units(flags) and rates.get("bf16", 0.0) > rates["f32"] else "f32"
+
+
+def resolve_precision(setting: Setting, model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast) -> Precision:
+    """The precision ``setting`` means for ``model`` on this machine (``auto`` resolved; probes once).
+
+    Raises:
+        ValueError: an unknown setting, or ``bf16`` for a CPU without bf16 units.
+    """
+    if setting not in SETTINGS:
+        raise ValueError(f"precision must be one of {', '.join(SETTINGS)}, got {setting!r}")
+    if _on_gpu(model):
+        return "bf16" if setting == "auto" else setting
+    flags = cpu_flags()
+    if setting == "bf16" and not has_bf16_units(flags):
+        raise ValueError(
+            f"precision bf16 needs a CPU with AMX or AVX512_BF16; this one ({cpu_name()}) has neither, and OpenVINO "
+            "would compute in f32: use f32 or auto"
+        )
+    if setting != "auto":
+        return setting
+    return choose_precision(flags, forward_rates(model, tokenizer)) if has_bf16_units(flags) else "f32"
+
+
+def forward_rates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast) -> dict[str, float]:
+    """Tokens/s of ``model``'s forward on one thread here, by precision: f32, and bf16 on a CPU with bf16
+    units (a GPU: bf16 alone), from the cache or probed now (then cached)."""
+    if _on_gpu(model):
+        machine, precisions = torch.cuda.get_device_name(next(model.parameters()).device), ("bf16",)
+    else:
+        import openvino as ov
+
+        flags = cpu_flags()
+        machine = f"{cpu_name()} {' '.join(sorted(flags))} openvino {ov.__version__}"
+        precisions = ("f32", "bf16") if has_bf16_units(flags) else ("f32",)
+    fingerprint = encoder_fingerprint(model)
+    path = cache_dir() / "precision" / f"{hashlib.sha256(machine.encode()).hexdigest()[:16]}-{fingerprint}.json"
+    if path.is_file():
+        return json.loads(path.read_text())["rates"]
+    rates = {p: probe(model, tokenizer, p) for p in precisions}
+    log.info(
+        "precision probe of encoder %s: %s", fingerprint, ", ".join(f"{p} {r:,.0f} tokens/s" for p, r in rates.items())
+    )
+    _write_atomically(path, json.dumps({"machine": machine, "encoder": fingerprint, "rates": rates}, indent=2))
+    return rates
+
+
+def probe(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, precision: Precision) -> float:
+    """Tokens/s of ``model``'s forward in ``precision`` on one thread, over blocks of real text."""
+    blocks = probe_blocks(tokenizer)
+    forward = fast_forward(model, precision, threads=1)
+    warm, timed = blocks[: PROBE_BLOCKS // 3], blocks[PROBE_BLOCKS // 3 :]
+    encode(model, tokenizer, warm, PROBE_BATCH_TOKENS, forward)
+    started = time.perf_counter()
+    encode(model, tokenizer, timed, PROBE_BATCH_TOKENS, forward)
+    return sum(map(len, timed)) / (time.perf_counter() - started)
+
+
+def probe_blocks(tokenizer: PreTrainedTokenizerFast) -> list[list[int]]:
+    """:data:`PROBE_BLOCKS` blocks of the embedded news corpus, cut as the datastore's default blocks."""
+    news = Path(default_corpus()[1]).read_text().splitlines()
+    blocks = []
+    for number, text in enumerate(news):
+        document = Document(f"probe-{number}", "", text, "probe")
+        blocks += [b.token_ids for b in split_document(document, tokenizer, PROBE_BLOCK_TOKENS)]
+        if len(blocks) >= PROBE_BLOCKS:
+            return blocks[:PROBE_BLOCKS]
+    raise AssertionError(f"the news corpus holds {len(blocks)} blocks, fewer than the probe's {PROBE_BLOCKS}")
+
+
+def _on_gpu(model: PreTrainedModel) -> bool:
+    return next(model.parameters()).device.type != "cpu"
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """``text`` into ``path``, written under a temporary name and renamed (a reader sees all or nothing);
+    a cache that cannot be written only costs probing again."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, partial = tempfile.mkstemp(prefix=f".tmp-{path.name}-", dir=path.parent)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(partial, path)
+    except OSError as e:
+        log.warning("the precision probe cannot be cached in %s (%s): each process probes again", path, e)
