@@ -6,9 +6,10 @@ unchanged pages are copied, not parsed again; WikiExtractor output of a dump is 
 month of WARC files *extends* the previous corpus: the new snapshot holds its blocks and the
 month's articles that are not duplicates of its articles (same URL, same or nearly the same
 text). Either way the new blocks are matched by content hash against the datastore of the
-previous index (same encoder): unchanged blocks copy their vectors, only new and changed blocks
-are embedded, blocks of deleted or edited articles are simply not carried over, and the previous
-index's trained FAISS index is filled again instead of trained. The previous snapshots are
+previous index (same encoder, and same precision: a backfill in another one is refused, its vectors
+are never mixed): unchanged blocks copy their vectors, only new and changed blocks are embedded,
+blocks of deleted or edited articles are simply not carried over, and the previous index's trained
+FAISS index is filled again instead of trained. The previous snapshots are
 immutable and stay queryable, so a question can be answered against the old and the new corpus.
 A previous index of BM25 alone (``--previous``; the newest-index default looks only at indexes
 of the encoder's vectors) is followed by one of BM25 alone: nothing is embedded.
@@ -24,7 +25,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 
 from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
-from flows.params import ClusterParams, IngestParams, StoreURL, default_store
+from flows.params import ClusterParams, IngestParams, PrecisionSetting, StoreURL, default_store
 from npmcore.cluster import dask_cluster
 from npmcore.corpus import CorpusError, Format, detect_format
 from npmcore.encoder import cached_encoder, encoder_fingerprint
@@ -58,6 +59,7 @@ class BackfillParams(BaseModel):
         "store made with this encoder.",
     )
     pages_per_partition: int = Field(200, ge=1, description="Dump pages per Dask partition (and datastore shard).")
+    precision: PrecisionSetting = "auto"
     lang: str = Field("en", description="WARC files: the language articles are kept in (ISO 639-1 code).")
     strict: bool = Field(False, description="WARC files: a bad record stops the backfill instead of being skipped.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
@@ -130,7 +132,12 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
             # an index of BM25 alone is followed by one: nothing to embed
             vectors = open_index(previous).vectors if previous else True
             index_params = IndexParams(
-                store=params.store, corpus=corpus, model=encoder, vectors=vectors, cluster=cluster
+                store=params.store,
+                corpus=corpus,
+                model=encoder,
+                vectors=vectors,
+                precision=params.precision,
+                cluster=cluster,
             )
             index = index_corpus(index_params, previous if vectors else None)
     built = open_index(index)
@@ -152,6 +159,7 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
                 "encoder": params.model or "default",
                 "encoder_fingerprint": fingerprint,
                 "vectors": built.vectors,
+                "precision": built.precision,
             }
         )
         blocks = built.manifest.counts["blocks"]

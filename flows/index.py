@@ -1,6 +1,6 @@
 """Flow ``index_corpus``: corpus snapshot -> datastore (shards embedded on Dask) -> FAISS (shards
-encoded on Dask) -> BM25 -> index snapshot; the index's plan is logged before anything is embedded.
-Without vectors: corpus snapshot -> BM25 -> index snapshot (nothing embedded)."""
+encoded on Dask) -> BM25 -> index snapshot; the embedding precision and the index's plan are logged
+before anything is embedded. Without vectors: corpus snapshot -> BM25 -> index snapshot (nothing embedded)."""
 
 import time
 from collections.abc import Iterator
@@ -10,9 +10,10 @@ import mlflow
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
-from flows.params import ClusterParams, StoreURL, default_store
+from flows.params import ClusterParams, PrecisionSetting, StoreURL, default_store
 from npmcore.cluster import dask_client, dask_cluster, worker_threads
-from npmcore.datastore import embedding_seconds
+from npmcore.datastore import embedding_precision, embedding_seconds
+from npmcore.encoder import Precision
 from npmcore.faiss_index import duration
 from npmcore.indexer import IndexConfig, corpus_choice
 from npmcore.snapshots import newest_corpus, open_index
@@ -74,6 +75,7 @@ class IndexParams(BaseModel):
         description="Padded tokens per encoder forward while embedding; on a GPU 131072 (an H200 embeds 598k "
         "tokens/s at 131072, 217k at 8192: bench/embed.py).",
     )
+    precision: PrecisionSetting = "auto"
     cluster: ClusterParams = Field(default_factory=ClusterParams)
 
     def config(self) -> IndexConfig:
@@ -96,7 +98,8 @@ def index_corpus(params: IndexParams | None = None, previous: str | None = None,
     whose content is unchanged copy their vectors from its datastore and its trained FAISS
     index is reused (incremental backfill). ``progress``: show progress bars (a terminal); else
     long stages log their progress. Each stage's seconds, and for a new index the plan's
-    estimate of them, go to the log and to the active MLflow run (``seconds.*``, ``plan_seconds.*``).
+    estimate of them, go to the log and to the active MLflow run (``seconds.*``, ``plan_seconds.*``),
+    and so does the precision the corpus is embedded in (param ``precision``; ``auto`` resolved here).
     """
     params = params or IndexParams()
     corpus = params.corpus or newest_corpus(params.store)
@@ -114,12 +117,16 @@ def index_corpus(params: IndexParams | None = None, previous: str | None = None,
     reuse = open_index(previous).datastore if previous else None
     config = params.config()
     logger = get_run_logger()
+    precision = embedding_precision(encoder, params.precision)
+    logger.info("embedding precision: %s (asked: %s)", precision, params.precision)
+    if mlflow.active_run() is not None:
+        mlflow.log_param("precision", precision)
     with dask_cluster(params.cluster.dask_address, params.cluster.n_workers, params.store) as address:
-        plan = {} if previous else log_plan(corpus, encoder, config, address)
+        plan = {} if previous else log_plan(corpus, encoder, config, address, precision)
         seconds: dict[str, float] = {}
         with timed(seconds, "embedding"):
             datastore = build_datastore_task(
-                corpus, params.store, encoder, reuse, address, params.batch_tokens, progress
+                corpus, params.store, encoder, reuse, address, precision, params.batch_tokens, progress
             )
         with timed(seconds, "faiss"):
             faiss_files = build_faiss_task(datastore, config, previous, address, progress)
@@ -137,21 +144,23 @@ def index_corpus(params: IndexParams | None = None, previous: str | None = None,
     return url
 
 
-def log_plan(corpus: str, encoder: str | None, config: IndexConfig, address: str) -> dict[str, float]:
+def log_plan(
+    corpus: str, encoder: str | None, config: IndexConfig, address: str, precision: Precision
+) -> dict[str, float]:
     """Log the index a corpus will get and what each stage will cost on the cluster's worker threads
-    (CPU workers); returns the seconds planned per stage."""
+    (embedding at this machine's measured rate in ``precision``); returns the seconds planned per stage."""
     with dask_client(address) as client:
         threads = worker_threads(client)
     choice = corpus_choice(corpus, encoder, config)
     plan = {
-        "embedding": embedding_seconds(corpus, encoder, threads),
+        "embedding": embedding_seconds(corpus, encoder, threads, precision),
         "faiss": choice.train_s + choice.encode_s / threads,
         "bm25": choice.bm25_s if config.bm25 else 0.0,
     }
     logger = get_run_logger()
     for what, value in choice.rows():
         logger.info("index plan: %s: %s", what, value)
-    logger.info("index plan: embedding: %s on %d worker threads", duration(plan["embedding"]), threads)
+    logger.info("index plan: embedding: %s on %d worker threads in %s", duration(plan["embedding"]), threads, precision)
     return plan
 
 

@@ -20,7 +20,7 @@ from flows.train import TrainParams, train_encoder
 from npmcore.cluster import dask_cluster
 from npmcore.inference import NPM
 from npmcore.serving import read_serving, set_serving
-from npmcore.snapshots import newest_corpus
+from npmcore.snapshots import newest_corpus, open_index
 from npmcore.storage import read_manifest
 from npmcore.tracking import log_snapshot_input, model_version, tracking, tracking_uri
 from tasks import link_runs
@@ -185,7 +185,15 @@ def index_and_evaluate(
     stage = {"store": store, "index": url, "model": encoder, "cluster": cluster, "experiment": experiment}
     rows = evaluate(evaluation.model_copy(update=stage))
     version = model_version(encoder, store)
-    mlflow.log_params({"corpus": corpus, "encoder": encoder or "default", "encoder_version": version, "index": url})
+    mlflow.log_params(
+        {
+            "corpus": corpus,
+            "encoder": encoder or "default",
+            "encoder_version": version,
+            "index": url,
+            "precision": open_index(url).precision,
+        }
+    )
     log_snapshot_input("corpus", corpus, "pipeline")
     mlflow.log_metrics({f"{r.task}.{r.system}.{r.metric}": r.score for r in rows})
     return url, rows

@@ -14,12 +14,13 @@ columnar and memory-mappable, no per-token Python objects::
 Blocks keep the corpus shard's order, so a token's block and position follow from the
 offsets. The build is resumable: shards are written into ``.partial-{id}`` (kept when a
 build dies), a shard is finished once its marker is written (last), and a re-run skips
-finished shards. The snapshot id is a digest of the corpus id, the encoder's weights and
-the batching, so a different encoder can never be mixed into an existing datastore.
+finished shards. The snapshot id is a digest of the corpus id, the encoder's weights, the
+precision it computed in (f32 or bf16, :mod:`npmcore.precision`; ``auto`` is resolved first)
+and the batching, so a different encoder or precision can never be mixed into an existing datastore.
 
 Incremental builds (a new dump of the same wiki): with ``reuse``, a datastore of another
-corpus snapshot embedded by the same encoder, a block whose content hash (title and
-text) is found there copies its vectors from it; only new and changed blocks go through
+corpus snapshot embedded by the same encoder in the same precision, a block whose content hash
+(title and text) is found there copies its vectors from it; only new and changed blocks go through
 the encoder. Blocks absent from the new corpus are simply not carried over.
 """
 
@@ -35,14 +36,8 @@ import torch
 from distributed import Client
 
 from npmcore.cluster import map_bounded
-from npmcore.encoder import (
-    cached_encoder,
-    encode,
-    encoder_config,
-    encoder_fingerprint,
-    forward_flops,
-    special_frame,
-)
+from npmcore.encoder import Precision, cached_encoder, encode, encoder_fingerprint, fast_forward, special_frame
+from npmcore.precision import Setting, forward_rates, resolve_precision
 from npmcore.snapshots import DATASTORE, open_corpus, open_datastore, read_shard, shard_arrays
 from npmcore.storage import (
     FileEntry,
@@ -58,9 +53,6 @@ from npmcore.storage import (
 
 log = logging.getLogger(__name__)
 EMBED_CHUNK = 512  # blocks encoded at a time (sorted by length within): bounds a worker's float32 states
-# The forward's rate on one thread of this project's 2-core machine (the default encoder compiled by OpenVINO, as
-# a Dask worker embeds, blocks of the default corpus): the plan's embedding estimate for any encoder, by its FLOPs
-EMBED_FLOPS_PER_THREAD = 1.5e11
 
 
 @dataclass(frozen=True)
@@ -72,11 +64,12 @@ class DatastorePlan:
     corpus: str  # corpus snapshot URL
     encoder: str | None  # encoder path or name; None = the default MiniLM-L6
     fingerprint: str  # of the encoder's weights
+    precision: Precision  # of the encoder's products (auto resolved on the planning machine)
     dim: int
     batch_tokens: int  # padded tokens per forward batch
     tokens: int  # content tokens the datastore will hold (the corpus's, less each block's special tokens)
     shards: tuple[tuple[str, FileEntry], ...]  # corpus shard path and checksum, in order
-    reuse: str | None = None  # datastore (same encoder) whose vectors blocks with the same content hash copy
+    reuse: str | None = None  # datastore (same encoder and precision) whose vectors unchanged blocks copy
 
     @property
     def staging(self) -> str:
@@ -94,22 +87,40 @@ class EmbeddedShard:
 
 
 def plan_datastore(
-    corpus: str, store: str, encoder: str | None = None, batch_tokens: int = 8192, reuse: str | None = None
+    corpus: str,
+    store: str,
+    encoder: str | None = None,
+    batch_tokens: int = 8192,
+    reuse: str | None = None,
+    precision: Setting = "auto",
 ) -> DatastorePlan:
-    """Check the corpus and the encoder and fix the datastore's id (loads the encoder once).
-    ``reuse``: a datastore embedded by the same encoder whose vectors unchanged blocks copy."""
+    """Check the corpus and the encoder, resolve the precision (:func:`~npmcore.precision.resolve_precision`)
+    and fix the datastore's id (loads the encoder once). ``reuse``: a datastore embedded by the same encoder
+    in the same precision whose vectors unchanged blocks copy."""
     manifest = open_corpus(corpus).manifest
     if batch_tokens < 512:
         raise ValueError(f"batch_tokens must be >= 512, got {batch_tokens}")
     tokenizer, model = cached_encoder(encoder)
     fingerprint = encoder_fingerprint(model)
-    config = {"corpus": manifest.id, "encoder": fingerprint, "batch_tokens": batch_tokens, "dtype": "float16"}
+    resolved = resolve_precision(precision, model, tokenizer)
+    config = {
+        "corpus": manifest.id,
+        "encoder": fingerprint,
+        "precision": resolved,
+        "batch_tokens": batch_tokens,
+        "dtype": "float16",
+    }
     if reuse is not None:
         previous = open_datastore(reuse)  # each worker verifies the shards it copies from (_reused_vectors)
         if previous.encoder_fingerprint != fingerprint:
             raise ValueError(
                 f"datastore {reuse} was embedded by encoder weights {previous.encoder_fingerprint}, "
                 f"not {fingerprint}: its vectors cannot be reused"
+            )
+        if previous.precision != resolved:
+            raise ValueError(
+                f"datastore {reuse} was embedded in {previous.precision}, not {resolved}: its vectors cannot be "
+                f"reused (embed in {previous.precision}, or build without the previous index to embed every block)"
             )
         config["reuse"] = previous.manifest.id
     return DatastorePlan(
@@ -118,6 +129,7 @@ def plan_datastore(
         corpus=corpus,
         encoder=encoder,
         fingerprint=fingerprint,
+        precision=resolved,
         dim=model.config.hidden_size,
         batch_tokens=batch_tokens,
         tokens=manifest.counts["tokens"] - sum(special_frame(tokenizer)) * manifest.counts["blocks"],
@@ -126,13 +138,18 @@ def plan_datastore(
     )
 
 
-def embedding_seconds(corpus: str, encoder: str | None, threads: int) -> float:
-    """The plan's estimate of embedding ``corpus`` on ``threads`` worker threads (CPU): its tokens at
-    the encoder's FLOPs per token (:func:`~npmcore.encoder.forward_flops`, at its mean block length)
-    and :data:`EMBED_FLOPS_PER_THREAD`."""
-    counts = open_corpus(corpus).manifest.counts
-    width = counts["tokens"] / max(1, counts["blocks"])
-    return counts["tokens"] * forward_flops(encoder_config(encoder), width) / (EMBED_FLOPS_PER_THREAD * threads)
+def embedding_precision(encoder: str | None, precision: Setting) -> Precision:
+    """The precision ``encoder`` embeds in here under the setting ``precision`` (``auto`` resolved)."""
+    tokenizer, model = cached_encoder(encoder)
+    return resolve_precision(precision, model, tokenizer)
+
+
+def embedding_seconds(corpus: str, encoder: str | None, threads: int, precision: Precision) -> float:
+    """The plan's estimate of embedding ``corpus`` on ``threads`` worker threads: its tokens at the rate
+    of the encoder's forward in ``precision`` on one thread of this machine (the precision probe's,
+    :func:`~npmcore.precision.forward_rates`, measured once and cached)."""
+    tokenizer, model = cached_encoder(encoder)
+    return open_corpus(corpus).manifest.counts["tokens"] / (forward_rates(model, tokenizer)[precision] * threads)
 
 
 def shard_name(corpus_path: str) -> str:
@@ -163,6 +180,7 @@ def embed_shard(plan: DatastorePlan, index: int) -> EmbeddedShard:
     table = read_shard(plan.corpus, path, entry, ["token_ids", "content_hash"])
     sequences = table.column("token_ids").to_pylist()
     before, after = special_frame(tokenizer)
+    forward = fast_forward(model, plan.precision)
     known = reusable_blocks(plan.reuse) if plan.reuse else {}
     found = [known.get(h) for h in table.column("content_hash").to_pylist()]
     fresh = [i for i, where in enumerate(found) if where is None]
@@ -175,7 +193,9 @@ def embed_shard(plan: DatastorePlan, index: int) -> EmbeddedShard:
             vectors[offsets[i] : offsets[i + 1]] = _copied(plan.reuse, *where)
     for lo in range(0, len(fresh), EMBED_CHUNK):
         chunk = fresh[lo : lo + EMBED_CHUNK]
-        for i, hidden in zip(chunk, encode(model, tokenizer, [sequences[i] for i in chunk], plan.batch_tokens)):
+        for i, hidden in zip(
+            chunk, encode(model, tokenizer, [sequences[i] for i in chunk], plan.batch_tokens, forward)
+        ):
             vectors[offsets[i] : offsets[i + 1]] = hidden[before : len(hidden) - after]
     arrays = {
         "vectors": vectors,
@@ -256,6 +276,7 @@ def commit_datastore(plan: DatastorePlan, results: list[EmbeddedShard]) -> str:
             config={
                 "encoder": plan.encoder or "default",
                 "encoder_fingerprint": plan.fingerprint,
+                "precision": plan.precision,
                 "dim": plan.dim,
                 "batch_tokens": plan.batch_tokens,
                 "dtype": "float16",
@@ -288,11 +309,12 @@ def build_datastore(
     batch_tokens: int = 8192,
     on_shard: Callable[[EmbeddedShard], None] | None = None,
     reuse: str | None = None,
+    precision: Setting = "auto",
 ) -> str:
-    """Embed every block of ``corpus`` (on the Dask cluster of ``client``, or here); returns
-    the datastore URL. A finished datastore is reused; an unfinished one is resumed. ``reuse``:
-    a datastore of the same encoder whose vectors unchanged blocks copy (incremental builds)."""
-    plan = plan_datastore(corpus, store, encoder, batch_tokens, reuse)
+    """Embed every block of ``corpus`` (on the Dask cluster of ``client``, or here) in ``precision``;
+    returns the datastore URL. A finished datastore is reused; an unfinished one is resumed. ``reuse``:
+    a datastore of the same encoder and precision whose vectors unchanged blocks copy (incremental builds)."""
+    plan = plan_datastore(corpus, store, encoder, batch_tokens, reuse, precision)
     if url := existing_datastore(plan):
         log.info("datastore %s already exists; nothing to do", url)
         return url

@@ -2,7 +2,8 @@
 
 Layout ({store}/index/{id}/), all of it needed at query time and nothing more::
 
-    manifest.json   config: factory, search parameters, re-ranking, datastore / corpus / encoder lineage
+    manifest.json   config: factory, search parameters, re-ranking, datastore / corpus / encoder lineage, the
+                    precision of its vectors (f32 or bf16)
     index.faiss     FAISS index of every content token under its global id (inner product)
     index.ivfdata   the inverted lists, memory-mapped (only with ``on_disk``)
     trained.faiss   the trained, empty index (rotation, quantizers): an incremental rebuild fills it again
@@ -524,7 +525,8 @@ def build_bm25_index(corpus: str, encoder: str | None = None) -> str:
 
 def commit_index(plan: IndexPlan, files: dict[str, FileEntry]) -> str:
     """Step 3: the manifest of the files the steps wrote; publishes the snapshot, returns its URL."""
-    ds = open_datastore(plan.datastore).manifest
+    datastore = open_datastore(plan.datastore)
+    ds = datastore.manifest
     choice = plan.choice
     with SnapshotWriter(plan.store, INDEX, plan.id, resumable=True) as writer:
         fs, staging = fsspec.core.url_to_fs(plan.staging)
@@ -550,6 +552,7 @@ def commit_index(plan: IndexPlan, files: dict[str, FileEntry]) -> str:
                 "trained": plan.trained,
                 "encoder": ds.config["encoder"],
                 "encoder_fingerprint": ds.config["encoder_fingerprint"],
+                "precision": datastore.precision,
                 "shard_blocks": ds.config["shard_blocks"],
             },
             counts={"tokens": ds.counts["tokens"], "blocks": ds.counts["blocks"]},

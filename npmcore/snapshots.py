@@ -108,6 +108,12 @@ class DatastoreSnapshot:
     def encoder_fingerprint(self) -> str:
         return self.manifest.config["encoder_fingerprint"]
 
+    @property
+    def precision(self) -> str:
+        """The precision its vectors were computed in (``f32`` or ``bf16``); datastores written before it was
+        recorded were all embedded on CPUs in float32."""
+        return self.manifest.config.get("precision", "f32")
+
 
 @dataclass(frozen=True)
 class IndexSnapshot:
@@ -149,6 +155,12 @@ class IndexSnapshot:
     def encoder_fingerprint(self) -> str | None:
         """The weights of the encoder that made the vectors; None for an index of BM25 alone."""
         return self.manifest.config["encoder_fingerprint"]
+
+    @property
+    def precision(self) -> str | None:
+        """The precision its vectors were computed in (``f32`` or ``bf16``; as its datastore's); None for an
+        index of BM25 alone."""
+        return self.manifest.config.get("precision", "f32" if self.vectors else None)
 
 
 def open_corpus(url: str, verify: bool = False) -> CorpusSnapshot:

@@ -4,6 +4,7 @@ from prefect import task
 
 from npmcore.cluster import dask_client
 from npmcore.datastore import build_datastore, plan_datastore
+from npmcore.encoder import Precision
 from npmcore.indexer import (
     IndexConfig,
     build_bm25_files,
@@ -31,16 +32,17 @@ def build_datastore_task(
     encoder: str | None,
     reuse: str | None,
     dask_address: str,
+    precision: Precision,
     batch_tokens: int = 8192,
     progress: bool = False,
 ) -> str:
-    """Embed every block of a corpus (a retry resumes: finished shards are kept); ``reuse``: a
-    datastore of the same encoder whose vectors unchanged blocks copy."""
+    """Embed every block of a corpus in ``precision`` (a retry resumes: finished shards are kept); ``reuse``: a
+    datastore of the same encoder and precision whose vectors unchanged blocks copy."""
     with dask_client(dask_address) as client:
-        total = plan_datastore(corpus, store, encoder, batch_tokens, reuse).tokens
+        total = plan_datastore(corpus, store, encoder, batch_tokens, reuse, precision).tokens
         with token_progress("embedding", total, terminal=progress) as show:
             on_shard = lambda shard: show(shard.tokens)  # noqa: E731
-            return build_datastore(corpus, store, encoder, client, batch_tokens, on_shard, reuse)
+            return build_datastore(corpus, store, encoder, client, batch_tokens, on_shard, reuse, precision)
 
 
 @task(name="build-faiss", retries=1, retry_delay_seconds=30, retry_condition_fn=is_transient, timeout_seconds=12 * HOUR)

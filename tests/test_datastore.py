@@ -9,12 +9,13 @@ import pytest
 from conftest import kill_once
 from reference import corpus_blocks
 
-from npmcore.datastore import build_datastore
+from npmcore import precision
+from npmcore.datastore import build_datastore, plan_datastore
 from npmcore.encoder import encode, load_encoder
 from npmcore.indexer import IndexConfig, build_index
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.ingest import IngestConfig, ingest
-from npmcore.snapshots import DatastoreRows, iter_shards
+from npmcore.snapshots import DatastoreRows, iter_shards, open_datastore, open_index
 from npmcore.storage import SnapshotError, open_snapshot
 
 
@@ -102,3 +103,20 @@ def test_a_shard_without_blocks_is_embedded_and_indexed(tmp_path):
     npm = NPM(build_index(datastore, IndexConfig(factory="Flat")))
     answers = npm.predict(["Athens is the capital of [MASK]."], InferenceConfig(restrict=False, k=8))[0]
     assert answers and {e.block for a in answers for e in a.evidence} <= {0, 1}
+
+
+def test_the_precision_is_in_the_datastores_id_and_lineage_and_reuse_never_mixes_two(tmp_path, monkeypatch):
+    path = tmp_path / "docs.jsonl"
+    path.write_text(json.dumps({"id": "a", "title": "Athens", "text": "Athens is the capital of Greece."}) + "\n")
+    store = str(tmp_path / "store")
+    corpus = ingest([str(path)], store)
+    datastore = build_datastore(corpus, store, precision="f32")
+    assert open_datastore(datastore).precision == "f32"
+    assert open_index(build_index(datastore, IndexConfig(factory="Flat"))).precision == "f32"
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))  # no bf16 units: auto is f32
+    assert plan_datastore(corpus, store, precision="auto").id == datastore.rsplit("/", 1)[1]  # resolved first
+    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "amx_tile", "amx_bf16"}))
+    bf16 = plan_datastore(corpus, store, precision="bf16")
+    assert bf16.precision == "bf16" and bf16.id != datastore.rsplit("/", 1)[1]
+    with pytest.raises(ValueError, match=f"datastore {datastore} was embedded in f32, not bf16"):
+        plan_datastore(corpus, store, reuse=datastore, precision="bf16")

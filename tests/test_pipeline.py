@@ -65,6 +65,10 @@ def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_
         open_snapshot(first.corpus).id,
         index.config["encoder_fingerprint"],
     )
+    # the precision the corpus was embedded in (auto resolved), and the queries' own
+    assert index.config["precision"] in ("f32", "bf16")
+    assert parent.data.params["precision"] == by_name["index"].data.params["precision"] == index.config["precision"]
+    assert evaluation["index_precision"] == index.config["precision"] and evaluation["precision"] in ("f32", "bf16")
     # what the demo prints of it, at 80 columns: the answer within its evidence sentence, the table uncut
     (answered,) = first.answered
     best = answered.answers[0]
