@@ -43,6 +43,7 @@ from npmcore.encoder import (
     default_encoder_path,
     encode,
     encoder_fingerprint,
+    fast_forward,
     local_model_dir,
     special_frame,
     tokenizer_fingerprint,
@@ -59,6 +60,7 @@ from npmcore.phrases import (
     score_phrases,
     score_tokens,
 )
+from npmcore.precision import resolve_precision
 from npmcore.ranking import (
     FEATURE_NAMES,
     RANKER_FILE,
@@ -119,7 +121,8 @@ class Answer:
 
 
 class NPM:
-    """An index snapshot opened for queries, with its encoder.
+    """An index snapshot opened for queries, with its encoder. Queries (and passages encoded again) are
+    encoded in this machine's precision (``precision``: ``auto`` of :mod:`npmcore.precision`), logged once.
 
     Args:
         index_url: an index snapshot (local or remote; remote ones are copied to ``cache``).
@@ -143,6 +146,8 @@ class NPM:
         self.encoder_source = str(encoder or self.index_snapshot.encoder or default_encoder_path())
         self.tokenizer, self.model = cached_encoder(self.encoder_source)
         self.fingerprint = encoder_fingerprint(self.model)
+        self.precision = resolve_precision("auto", self.model, self.tokenizer)
+        log.info("queries are encoded in %s (the index's vectors: %s)", self.precision, self.index_snapshot.precision)
         self._foreign = foreign_encoder(self.index_snapshot, encoder, self.tokenizer, self.model)
         self._stored = None if self._foreign else stored_vectors(self.index_snapshot)
         # an index of BM25 alone has no FAISS index: its passages are always encoded per query
@@ -181,7 +186,7 @@ class NPM:
 
     def mask_states(self, sequences: list[list[int]]) -> np.ndarray:
         """(len(sequences), masks, d) output vectors at the mask tokens of token-id sequences."""
-        hidden = encode(self.model, self.tokenizer, sequences)
+        hidden = encode(self.model, self.tokenizer, sequences, forward=fast_forward(self.model, self.precision))
         mask_id = self.tokenizer.mask_token_id
         return np.stack([h[np.flatnonzero(np.asarray(s) == mask_id)] for h, s in zip(hidden, sequences, strict=True)])
 
@@ -401,7 +406,10 @@ class NPM:
             framed[:before] + self.corpus.block_tokens(b).astype(np.int64).tolist() + framed[len(framed) - after :]
             for b in blocks
         ]
-        return [h[before : len(h) - after] for h in encode(self.model, self.tokenizer, sequences)]
+        return [
+            h[before : len(h) - after]
+            for h in encode(self.model, self.tokenizer, sequences, forward=fast_forward(self.model, self.precision))
+        ]
 
     def top_answers(self, phrases: Phrases, config: InferenceConfig = InferenceConfig()) -> list[Answer]:
         """The best ``config.answers`` phrases of a query (:meth:`phrases`) as answers, each with its
