@@ -7,12 +7,16 @@ Usage: python bench/pipeline.py [--store DIR] [--log FILE]
    ``--log``): ``pipeline_s``. Its stages come from the MLflow runs it made: ``startup`` (to the
    parent run), ``ingest``, the index flow's ``embedding``, ``faiss`` and ``bm25`` (its ``seconds.*``
    metrics; ``plan`` holds its ``plan_seconds.*`` estimates) and the rest of ``index``, ``evaluate``
-   (the index's end to the parent run's) and ``finish`` (the query, the story, shutting down).
+   (the index's end to the parent run's) and ``finish`` (the query, the story, shutting down);
+   ``precision`` is the one the index flow embedded in (its ``auto`` resolved: ``npmcore.precision``).
 2. The same command again, nothing changed: ``cached_s`` (every stage's output found).
 3. Every block of the demo's corpus through the encoder in this process, batches as the datastore
-   forms them (8,192 padded tokens): with torch, the fixed reference (``forward_s``; ``ratio`` =
-   pipeline_s / forward_s), and with the forward the datastore runs (OpenVINO on a CPU:
-   ``runtime_tokens_per_s``; ``flow_vs_runtime`` is the flow's embedding rate over it). Their GFLOP/s
+   forms them (8,192 padded tokens): with torch in float32, the fixed reference (``forward_s``;
+   ``ratio`` = pipeline_s / forward_s), and with the forward the datastore runs (OpenVINO on a CPU) in
+   each precision this CPU computes (``forward_tokens_per_s_by_precision``: ``f32``, and ``bf16`` only
+   on a CPU with AMX or AVX512_BF16; on any other OpenVINO takes the bf16 hint and computes in f32, so
+   a bf16 figure would be the f32 forward again). ``runtime_tokens_per_s`` is the flow's precision's
+   (``flow_vs_runtime`` is the flow's embedding rate over it). Their GFLOP/s
    count the batches' padded shapes (:func:`npmcore.encoder.forward_flops`); ``matmul_gflops`` is a
    4096 x 4096 float32 product's with numpy, torch and OpenVINO, the practical ceiling of these cores.
 
@@ -48,9 +52,9 @@ def run_demo(store: str, log: Path) -> tuple[float, float]:
         return start, time.time() - start
 
 
-def stages(store: str, start: float, seconds: float) -> tuple[dict[str, float], dict[str, float], str]:
+def stages(store: str, start: float, seconds: float) -> tuple[dict[str, float], dict[str, float], str, str]:
     """Seconds per stage of the demo run that started at ``start`` (wall clock), the index plan's
-    estimates, and the corpus snapshot it indexed, from its MLflow runs."""
+    estimates, the corpus snapshot it indexed and the precision it embedded in, from its MLflow runs."""
     import mlflow
 
     from npmcore.tracking import tracking_uri
@@ -75,13 +79,15 @@ def stages(store: str, start: float, seconds: float) -> tuple[dict[str, float], 
         "finish": start + seconds - parent.info.end_time / 1000,
     }
     plan = {k.removeprefix("plan_seconds."): round(v, 1) for k, v in metrics.items() if k.startswith("plan_seconds.")}
-    return {k: round(v, 1) for k, v in out.items()}, plan, parent.data.params["corpus"]
+    return {k: round(v, 1) for k, v in out.items()}, plan, parent.data.params["corpus"], index.data.params["precision"]
 
 
-def forward_rates(corpus: str) -> dict[str, float]:
-    """Every block of ``corpus`` through the default encoder here: torch's and the shipped runtime's
-    seconds and GFLOP/s (after one untimed pass over a slice: kernel selection, compiling)."""
+def forward_rates(corpus: str) -> dict[str, object]:
+    """Every block of ``corpus`` through the default encoder here: torch's seconds in float32 and the
+    shipped runtime's by precision (``runtime``), after one untimed pass over a slice (kernel selection,
+    compiling)."""
     from npmcore.encoder import (
+        Forward,
         batch_order,
         encode,
         encoder_config,
@@ -90,6 +96,7 @@ def forward_rates(corpus: str) -> dict[str, float]:
         load_encoder,
         torch_forward,
     )
+    from npmcore.precision import cpu_flags, has_bf16_units
     from npmcore.snapshots import read_blocks
 
     sequences = [ids for table in read_blocks(corpus, ["token_ids"]) for ids in table.column("token_ids").to_pylist()]
@@ -100,13 +107,20 @@ def forward_rates(corpus: str) -> dict[str, float]:
         for b in batch_order(lengths, BATCH_TOKENS)
     )
     tokenizer, model = load_encoder()
-    out = {"tokens": int(lengths.sum()), "flops": flops}
-    for name, forward in (("torch", torch_forward(model)), ("runtime", fast_forward(model))):
+    precisions = ("f32", "bf16") if has_bf16_units(cpu_flags()) else ("f32",)
+
+    def seconds(forward: Forward) -> float:
         encode(model, tokenizer, sequences[:64], BATCH_TOKENS, forward)
         started = time.perf_counter()
         encode(model, tokenizer, sequences, BATCH_TOKENS, forward)
-        out[name] = time.perf_counter() - started
-    return out
+        return time.perf_counter() - started
+
+    return {
+        "tokens": int(lengths.sum()),
+        "flops": flops,
+        "torch": seconds(torch_forward(model)),
+        "runtime": {p: seconds(fast_forward(model, p)) for p in precisions},
+    }
 
 
 def matmul_gflops(n: int = 4096, repeats: int = 5) -> dict[str, float]:
@@ -142,10 +156,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         store = str(Path(args.store or Path(tmp) / "store").resolve())
         start, pipeline_s = run_demo(store, args.log)
-        by_stage, plan, corpus = stages(store, start, pipeline_s)
+        by_stage, plan, corpus, precision = stages(store, start, pipeline_s)
         _, cached_s = run_demo(store, args.log)
         forward = forward_rates(corpus)
-    tokens, gflop = forward["tokens"], forward["flops"] / 1e9
+    tokens, gflop, runtime = forward["tokens"], forward["flops"] / 1e9, forward["runtime"][precision]
     embed_rate = tokens / by_stage["embedding"]
     result = {
         "pipeline_s": round(pipeline_s, 1),
@@ -153,15 +167,17 @@ def main() -> None:
         "ratio": round(pipeline_s / forward["torch"], 3),
         "embed_tokens_per_s": round(embed_rate),
         "forward_tokens_per_s": round(tokens / forward["torch"]),
-        "runtime_tokens_per_s": round(tokens / forward["runtime"]),
-        "flow_vs_runtime": round(embed_rate * forward["runtime"] / tokens, 3),
-        "runtime_speedup": round(forward["torch"] / forward["runtime"], 3),
+        "precision": precision,
+        "forward_tokens_per_s_by_precision": {p: round(tokens / s) for p, s in forward["runtime"].items()},
+        "runtime_tokens_per_s": round(tokens / runtime),
+        "flow_vs_runtime": round(embed_rate * runtime / tokens, 3),
+        "runtime_speedup": round(forward["torch"] / runtime, 3),
         "stages": by_stage,
         "plan": plan,
         "cached_s": round(cached_s, 1),
         "tokens": tokens,
         "forward_gflops": round(gflop / forward["torch"], 1),
-        "runtime_gflops": round(gflop / forward["runtime"], 1),
+        "runtime_gflops": round(gflop / runtime, 1),
         "matmul_gflops": matmul_gflops(),
     }
     print(json.dumps(result))
