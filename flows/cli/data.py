@@ -5,7 +5,18 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.common import DaskAddress, Lang, Store, Strict, Workers, cluster_params, command, console, show
+from flows.cli.common import (
+    DaskAddress,
+    Lang,
+    Precision,
+    Store,
+    Strict,
+    Workers,
+    cluster_params,
+    command,
+    console,
+    show,
+)
 from flows.output import counts_table, crawl_table, number, shown, table
 from flows.params import IngestParams, absolute_store
 from npmcore.corpus import FORMATS
@@ -84,6 +95,7 @@ def backfill_command(
     ] = None,
     lang: Lang = "en",
     strict: Strict = False,
+    precision: Precision = "auto",
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
@@ -101,6 +113,7 @@ def backfill_command(
         previous=previous and absolute_store(previous),
         lang=lang,
         strict=strict,
+        precision=precision,
         cluster=cluster_params(dask_address, workers),
     )
     with prefect_api():

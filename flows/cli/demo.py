@@ -5,7 +5,7 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.common import DaskAddress, Store, Workers, cluster_params, command, console
+from flows.cli.common import DaskAddress, Precision, Store, Workers, cluster_params, command, console
 from flows.params import IngestParams, absolute_store
 from npmcore.storage import open_snapshot
 
@@ -28,6 +28,7 @@ def demo_command(
             help="Train an encoder from scratch (MiniLM-L6 as published) for this many steps; 0: the shipped encoder.",
         ),
     ] = 0,
+    precision: Precision = "auto",
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
@@ -45,7 +46,7 @@ def demo_command(
                 store=store, cluster=cluster_params(dask_address, workers), pages_per_partition=25
             ),  # shards embedded in parallel
             train=TrainParams(store=store, steps=train_steps, batch_size=DEMO_BATCH) if train_steps else None,
-            index=IndexParams(store=store),
+            index=IndexParams(store=store, precision=precision),
             evaluate=EvalParams(tasks=["cloze"], data=str(CLOZE_TEST), store=store),
             queries=[DEMO_QUERY],
         )

@@ -10,6 +10,7 @@ from rich.markup import escape
 from flows.cli.common import (
     DaskAddress,
     ExcludeQueryWords,
+    Precision,
     ScoringOption,
     Store,
     Workers,
@@ -77,6 +78,7 @@ def index_command(
             "BM25-restricted queries (system npm) encode their top passages per query, kNN search refuses it.",
         ),
     ] = False,
+    precision: Precision = "auto",
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
@@ -98,6 +100,7 @@ def index_command(
         max_memory_gb=max_memory,
         batch_tokens=batch_tokens,
         vectors=not bm25_only,
+        precision=precision,
         cluster=cluster_params(dask_address, workers),
     )
     with prefect_api():
