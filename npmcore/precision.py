@@ -95,9 +95,9 @@ def resolve_precision(setting: Setting, model: PreTrainedModel, tokenizer: PreTr
 
 def forward_rates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast) -> dict[str, float]:
     """Tokens/s of ``model``'s forward on one thread here, by precision: f32, and bf16 on a CPU with bf16
-    units (a GPU: bf16 alone), from the cache or probed now (then cached)."""
+    units (a GPU: both), from the cache or probed now (then cached)."""
     if _on_gpu(model):
-        machine, precisions = torch.cuda.get_device_name(next(model.parameters()).device), ("bf16",)
+        machine, precisions = torch.cuda.get_device_name(next(model.parameters()).device), ("f32", "bf16")
     else:
         import openvino as ov
 
