@@ -14,13 +14,18 @@ unpacked once into the cache, or ``--dumps DIR`` holding ``2015-05/`` and ``2020
 Every evaluation is the ``evaluate`` flow (each task an MLflow run in the store's tracking database): system
 ``npm`` (the top ``--passages`` BM25 passages encoded per query, evidence scoring), each task's ceiling (the
 share of examples whose gold answer is written in the passages searched), and the baselines ``mlm-head`` and
-``mlm-read`` on at most ``--baseline-limit`` examples. ``--split dev`` evaluates the dev data (NQ and TriviaQA
+``mlm-read`` on at most ``--baseline-limit`` examples. T-REx, Google-RE and KAMEL allow answers that repeat a
+word of the query (``--allow-query-words``; "Toyota Allion is produced by [MASK]." is answered "Toyota"),
+chosen on their dev facts against the 2020 dump: right for 49 of 900 dev facts with them allowed, 26 with the
+default exclusion. NQ and TriviaQA (no dev data), the temporal facts and entity translation keep the default.
+``--split dev`` evaluates the dev data (NQ and TriviaQA
 have none). The last line is one JSON object, also written to ``<store>/paper_table.json``::
 
     {"trex", "google_re", "kamel", "nq", "triviaqa", "entity_translation", "entity_translation_languages",
      "temporal": {"changed_before", "changed_after", "stale_before", "stale_after", "unchanged_before",
                   "unchanged_after"},
-     "ceilings": {task: share}, "baselines": {"mlm-head": {task: score}, "mlm-read": {…}},
+     "ceilings": {task: share}, "query_copy_rates": {task: share},
+     "baselines": {"mlm-head": {task: score}, "mlm-read": {…}},
      "corpus_tokens": {"2015-05", "2020-09"}, "indexes": {"2015-05", "2020-09"}, "passages", "split", "n",
      "seconds"}
 
@@ -52,6 +57,7 @@ from npmcore.snapshots import open_index  # noqa: E402
 from npmcore.storage import join  # noqa: E402
 
 KNOWLEDGE = ("trex", "google_re", "kamel", "nq", "triviaqa")
+QUERY_WORDS_ALLOWED = ("trex", "google_re", "kamel")  # chosen on their dev facts (module docstring)
 MIN_LANGUAGE_FACTS = 30  # the languages averaged for entity translation
 
 
@@ -86,7 +92,9 @@ def main() -> None:
     dumps = {name: (args.dumps / name if args.dumps else dated_dump(name)) for name in ("2015-05", "2020-09")}
     knowledge = [t for t in KNOWLEDGE if args.split == "test" or t in DEV_SPLITS]
 
-    def run(tasks: list[str], index: str, systems: list[str], limit: int) -> dict[tuple[str, str], EvalRow]:
+    def run(
+        tasks: list[str], index: str, systems: list[str], limit: int, query_words: bool = False
+    ) -> dict[tuple[str, str], EvalRow]:
         params = EvalParams(
             tasks=tasks,
             store=args.store,
@@ -95,6 +103,7 @@ def main() -> None:
             limit=limit,
             split=args.split,
             passages=args.passages,
+            exclude_query_words=not query_words,
             experiment="npm-paper-table",
         )
         return rows_by(evaluate(params))
@@ -108,7 +117,9 @@ def main() -> None:
         new = backfill_dump(
             BackfillParams(dump=[str(dumps["2020-09"])], dump_date="2020-09-01", store=args.store, previous=old)
         ).index
-        after = run(["temporal", *knowledge], new, ["npm"], args.limit)
+        allowed = [t for t in knowledge if t in QUERY_WORDS_ALLOWED]
+        after = run(["temporal", *(t for t in knowledge if t not in allowed)], new, ["npm"], args.limit)
+        after |= run(allowed, new, ["npm"], args.limit, query_words=True)
         after |= run(knowledge, new, list(BASELINES), args.baseline_limit)
 
     temporal = {
@@ -131,6 +142,7 @@ def main() -> None:
         "entity_translation_languages": languages,
         "temporal": temporal,
         "ceilings": ceilings,
+        "query_copy_rates": {t: after[(t, "npm")].query_copy_rate for t in knowledge},
         "baselines": {
             system: {t: after[(t, system)].score for t in knowledge}
             | {"entity_translation": before[("entity_translation", system)].score}
