@@ -15,6 +15,7 @@ import io
 import json
 import logging
 import tarfile
+import threading
 import time
 import weakref
 from collections.abc import Callable, Sequence
@@ -406,9 +407,13 @@ def _openvino_forward(model: PreTrainedModel, threads: int, precision: Precision
         time.perf_counter() - started,
     )
     hidden = compiled.output("last_hidden_state")
+    # a compiled model answers through one infer request, which refuses a second caller while busy ("Infer Request
+    # is busy"): the service's loader checks a new index while the old one answers, with the same encoder
+    lock = threading.Lock()
 
     def forward(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        return compiled({"input_ids": ids, "attention_mask": mask})[hidden]  # a copy: share_outputs=False
+        with lock:
+            return compiled({"input_ids": ids, "attention_mask": mask})[hidden]  # a copy: share_outputs=False
 
     return forward
 

@@ -4,6 +4,7 @@ The RoBERTa encoder is built here from scratch (byte-level BPE trained on the em
 news corpus, randomly initialised weights), so nothing is ever downloaded.
 """
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -237,6 +238,21 @@ def test_the_openvino_forward_gives_torchs_vectors(which, roberta_dir, news_line
     scores = queries @ exact.T  # the nearest 20 by the compiled vectors score as the exact nearest 20 (ties may swap)
     found = np.take_along_axis(scores, np.argsort(-(queries @ fast.T))[:, :20], axis=1)
     np.testing.assert_allclose(found, -np.sort(-scores)[:, :20], rtol=1e-4)
+
+
+def test_the_compiled_forward_answers_callers_on_several_threads(news_lines):
+    """The query service checks a new index while the old one answers, both with the one compiled encoder:
+    callers on several threads each get their own vectors (OpenVINO's one infer request refuses a second caller
+    while busy)."""
+    tokenizer, model = load_encoder()
+    forward = fast_forward(model, "f32")
+    sequences = [tokenizer(line)["input_ids"][:128] for line in news_lines[:16]]
+    alone = encode(model, tokenizer, sequences, 2048, forward)
+    with ThreadPoolExecutor(4) as pool:
+        together = list(pool.map(lambda _: encode(model, tokenizer, sequences, 2048, forward), range(8)))
+    for vectors in together:
+        for a, b in zip(vectors, alone, strict=True):
+            np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("width", [16, 128])
