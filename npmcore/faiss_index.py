@@ -26,6 +26,7 @@ A GPU is used for training and search when faiss has one.
 
 import logging
 import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -57,10 +58,15 @@ TRAIN_SHARE = 32  # the default training sample: 1 in 32 of the tokens, within t
 TRAIN_MIN = 20_000  # k-means of 256 centroids per PQ sub-quantizer wants 39 x 256 (about 10k) points
 TRAIN_MAX = 100_000
 IVF_TRAIN_PER_LIST = 30  # an IVF's coarse k-means: at least this many training points per list
-# Rates of this project's 2-core machine, measured by bench/pipeline.py (plan against log): the plan's estimates
-TRAIN_S_PER_VECTOR = 3.5e-4  # OPQ32 (OPQ_ITERATIONS rounds) + PQ32 training, FAISS on both cores
-ENCODE_TOKENS_PER_S = 85_000  # one worker: vectors read and encoded to PQ codes
+# The plan's build rates are this machine's own (index_rates: a probe, cached); Lucene's is this project's 2-core
+# machine's, measured by bench/pipeline.py (plan against log)
 BM25_TOKENS_PER_S = 500_000  # Lucene indexing in one thread
+# vectors the rate probe trains on: the least default sample (any corpus up to 640k tokens trains on it). An OPQ
+# rotation's rounds cost much the same at a tenth of it (19 s for 21,373 vectors, 13 s for 4,096, on the 2-core
+# machine with AMX): a probe of a smaller sample would not scale to the sample trained
+PROBE_TRAIN = TRAIN_MIN
+PROBE_ENCODE = 65_536  # vectors it encodes on one thread, as a worker encodes a shard's
+PROBE_LISTS = 256  # centroids of its k-means, timed for an IVF's coarse quantizer
 
 
 @dataclass(frozen=True)
@@ -78,8 +84,19 @@ class IndexChoice:
     disk_bytes: int  # FAISS files and token ids
     ram_bytes: int  # what a process serving the index holds of it (memory-mapped lists and token ids left out)
     build_ram_bytes: int  # the largest of the build's processes, beyond its libraries: the training sample or the index
-    train_s: float  # training the index, on the driver
-    encode_s: float  # encoding the vectors, in worker-seconds (divide by the workers)
+
+    @property
+    def train_s(self) -> float:
+        """Training the index on the driver, at this machine's rates (:func:`index_rates`)."""
+        if _is_exact(self.factory):
+            return 0.0
+        rates, n = index_rates(self.factory, self.dim), min(self.train_size, self.tokens)
+        return n * rates["train_s_per_vector"] + n * _nlist(self.factory) * rates.get("kmeans_s_per_point_list", 0.0)
+
+    @property
+    def encode_s(self) -> float:
+        """Encoding the vectors, in worker-seconds (divide by the workers), at this machine's rate."""
+        return self.tokens / index_rates(self.factory, self.dim)["encode_tokens_per_s"]
 
     @property
     def bm25_s(self) -> float:
@@ -179,9 +196,52 @@ def choose_index(
         disk_bytes=disk,
         ram_bytes=ram,
         build_ram_bytes=max(3 * sample, ram),  # the sample and its rotated copies; then the gathered index
-        train_s=0.0 if _is_exact(factory) else min(train_size, tokens) * TRAIN_S_PER_VECTOR,
-        encode_s=tokens / ENCODE_TOKENS_PER_S,
     )
+
+
+def index_rates(factory: str, dim: int) -> dict[str, float]:
+    """This machine's rates of building an index of ``factory`` over ``dim``-dimensional vectors, measured once
+    and cached (:func:`npmcore.machine.measured_rates`): ``train_s_per_vector`` (the factory without its IVF
+    trained on :data:`PROBE_TRAIN` vectors on all cores, as the driver trains: seconds to a minute),
+    ``kmeans_s_per_point_list`` (an IVF's coarse k-means, per training vector and list) and
+    ``encode_tokens_per_s`` (one thread, as a worker encodes a shard; an index that takes no codes adds its
+    vectors). Seeded Gaussian vectors stand in for the
+    datastore's: k-means rounds, OPQ rounds and encoding cost the same whatever the vectors are."""
+    from npmcore.machine import cpu_description, measured_rates
+
+    threads = faiss.omp_get_max_threads()
+    machine = f"{cpu_description()} faiss {faiss.__version__} threads {threads}"
+    shape = ",".join(part for part in factory.split(",") if not part.startswith("IVF"))
+    kmeans = _nlist(factory) > 0
+
+    def measure() -> dict[str, float]:
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((max(PROBE_TRAIN, PROBE_ENCODE), dim), dtype=np.float32)
+        started = time.perf_counter()
+        index = train_index(shape, x[:PROBE_TRAIN])
+        rates = {"train_s_per_vector": (time.perf_counter() - started) / PROBE_TRAIN}
+        if kmeans:
+            clustering = faiss.Kmeans(dim, PROBE_LISTS, niter=faiss.ClusteringParameters().niter, seed=0)
+            started = time.perf_counter()
+            clustering.train(x[:PROBE_TRAIN])
+            rates["kmeans_s_per_point_list"] = (time.perf_counter() - started) / (PROBE_TRAIN * PROBE_LISTS)
+        faiss.omp_set_num_threads(1)
+        try:
+            started = time.perf_counter()
+            if takes_codes(index):
+                sa_encode(index, x[:PROBE_ENCODE])
+            else:
+                index.add(x[:PROBE_ENCODE])
+            rates["encode_tokens_per_s"] = PROBE_ENCODE / (time.perf_counter() - started)
+        finally:
+            faiss.omp_set_num_threads(threads)
+        log.info(
+            "index rate probe of %s: training %.2f ms a vector, encoding %s vectors/s on one thread",
+            shape, 1000 * rates["train_s_per_vector"], f"{rates['encode_tokens_per_s']:,.0f}",
+        )  # fmt: skip
+        return rates
+
+    return measured_rates("index-rates", machine, f"{shape.replace(',', '-')}-{dim}{'-ivf' if kmeans else ''}", measure)
 
 
 def duration(seconds: float) -> str:

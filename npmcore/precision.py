@@ -12,15 +12,11 @@ A setting is one of :data:`SETTINGS`:
 The probe embeds blocks of real text (the first articles of the embedded news corpus) on one thread, as a
 one-thread Dask worker embeds, in each precision the CPU can run. Its rates (tokens/s) are cached per
 machine (CPU model and flags, OpenVINO version; a GPU's name) and encoder (its weights' fingerprint) in
-``{cache}/precision/`` (:func:`npmcore.storage.cache_dir`); they are also the plan's embedding rate
+``{cache}/precision/`` (:func:`npmcore.machine.measured_rates`); they are also the plan's embedding rate
 (:func:`npmcore.datastore.embedding_seconds`).
 """
 
-import hashlib
-import json
 import logging
-import os
-import tempfile
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,7 +28,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from npmcore.blocks import split_document
 from npmcore.corpus import Document, default_corpus
 from npmcore.encoder import Precision, encode, encoder_fingerprint, fast_forward
-from npmcore.storage import cache_dir
+from npmcore.machine import cpu_flags, cpu_name, measured_rates
 
 log = logging.getLogger(__name__)
 
@@ -43,23 +39,6 @@ PROBE_BLOCK_TOKENS = 256  # the datastore's default block length (special tokens
 PROBE_BLOCKS = 48  # 16 to warm up (kernel choice, memory), 32 timed: 8,192 tokens, a datastore batch
 PROBE_BATCH_TOKENS = 8192  # the datastore's default batch
 PROBE_REPEATS = 3  # timings of the timed blocks; the fastest counts
-
-
-def cpu_flags() -> frozenset[str]:
-    """The CPU's feature flags (``/proc/cpuinfo``; none where there is no such file)."""
-    return frozenset(_cpuinfo().get("flags", "").split())
-
-
-def cpu_name() -> str:
-    return _cpuinfo().get("model name", "unknown CPU")
-
-
-def _cpuinfo() -> dict[str, str]:
-    """The first processor's fields of ``/proc/cpuinfo``."""
-    path = Path("/proc/cpuinfo")
-    text = path.read_text() if path.is_file() else ""
-    fields = (line.partition(":") for line in text.split("\n\n")[0].splitlines())
-    return {key.strip(): value.strip() for key, _, value in fields}
 
 
 def has_bf16_units(flags: frozenset[str]) -> bool:
@@ -96,7 +75,7 @@ def resolve_precision(setting: Setting, model: PreTrainedModel, tokenizer: PreTr
 
 def forward_rates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast) -> dict[str, float]:
     """Tokens/s of ``model``'s forward on one thread here, by precision: f32, and bf16 on a CPU with bf16
-    units (a GPU: both), from the cache or probed now (then cached)."""
+    units (a GPU: both), from the cache (:func:`npmcore.machine.measured_rates`) or probed now."""
     if _on_gpu(model):
         machine, precisions = torch.cuda.get_device_name(next(model.parameters()).device), ("f32", "bf16")
     else:
@@ -106,15 +85,17 @@ def forward_rates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast) ->
         machine = f"{cpu_name()} {' '.join(sorted(flags))} openvino {ov.__version__}"
         precisions = ("f32", "bf16") if has_bf16_units(flags) else ("f32",)
     fingerprint = encoder_fingerprint(model)
-    path = cache_dir() / "precision" / f"{hashlib.sha256(machine.encode()).hexdigest()[:16]}-{fingerprint}.json"
-    if path.is_file():
-        return json.loads(path.read_text())["rates"]
-    rates = {p: probe(model, tokenizer, p) for p in precisions}
-    log.info(
-        "precision probe of encoder %s: %s", fingerprint, ", ".join(f"{p} {r:,.0f} tokens/s" for p, r in rates.items())
-    )
-    _write_atomically(path, json.dumps({"machine": machine, "encoder": fingerprint, "rates": rates}, indent=2))
-    return rates
+
+    def measure() -> dict[str, float]:
+        rates = {p: probe(model, tokenizer, p) for p in precisions}
+        log.info(
+            "precision probe of encoder %s: %s",
+            fingerprint,
+            ", ".join(f"{p} {r:,.0f} tokens/s" for p, r in rates.items()),
+        )
+        return rates
+
+    return measured_rates("precision", machine, fingerprint, measure)
 
 
 def probe(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, precision: Precision) -> float:
@@ -146,16 +127,3 @@ def probe_blocks(tokenizer: PreTrainedTokenizerFast) -> list[list[int]]:
 
 def _on_gpu(model: PreTrainedModel) -> bool:
     return next(model.parameters()).device.type != "cpu"
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    """``text`` into ``path``, written under a temporary name and renamed (a reader sees all or nothing);
-    a cache that cannot be written only costs probing again."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, partial = tempfile.mkstemp(prefix=f".tmp-{path.name}-", dir=path.parent)
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(partial, path)
-    except OSError as e:
-        log.warning("the precision probe cannot be cached in %s (%s): each process probes again", path, e)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from reference import QUERIES
 
+from npmcore import faiss_index
 from npmcore.datastore import build_datastore
 from npmcore.faiss_index import (
     BYTES_PER_TOKEN,
@@ -15,6 +16,7 @@ from npmcore.faiss_index import (
     choose_index,
     default_train_size,
     finalize,
+    index_rates,
     is_ivf,
     merge_ivf,
     read_index,
@@ -233,3 +235,34 @@ def test_an_opq_rotation_trains_the_rounds_asked_and_none_is_refused():
     assert faiss.downcast_VectorTransform(index.chain.at(0)).niter == 3
     with pytest.raises(ValueError, match="opq_iterations must be >= 1, got 0"):
         train_index("OPQ8,PQ8x4np", sample, opq_iterations=0)
+
+
+def test_the_plan_costs_the_build_at_this_machines_rates_measured_once(tmp_path, monkeypatch):
+    """The index-rate probe times the factory here (its IVF's k-means apart), once per machine, factory and
+    dimension: a second plan reads the cache; the plan's seconds are the sample's and the corpus's at those rates."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    calls = []
+    measure = faiss_index.train_index
+
+    def counted(factory, sample, *args):
+        calls.append((factory, len(sample)))
+        return measure(factory, sample, *args)
+
+    monkeypatch.setattr(faiss_index, "train_index", counted)
+    exhaustive = choose_index(64, 50_000, factory="OPQ8,PQ8np")
+    rates = index_rates("OPQ8,PQ8np", 64)
+    assert calls == [("OPQ8,PQ8np", faiss_index.PROBE_TRAIN)]
+    assert set(rates) == {"train_s_per_vector", "encode_tokens_per_s"}
+    assert all(v > 0 for v in rates.values())
+    assert exhaustive.train_s == pytest.approx(exhaustive.train_size * rates["train_s_per_vector"])
+    assert exhaustive.encode_s == pytest.approx(50_000 / rates["encode_tokens_per_s"])
+    ivf = choose_index(64, 50_000, factory="OPQ8,IVF32,PQ8np")
+    ivf_rates = index_rates("OPQ8,IVF32,PQ8np", 64)  # the same shape without the IVF, and the k-means timed
+    assert calls[-1] == ("OPQ8,PQ8np", faiss_index.PROBE_TRAIN) and "kmeans_s_per_point_list" in ivf_rates
+    n = ivf.train_size
+    kmeans = n * 32 * ivf_rates["kmeans_s_per_point_list"]
+    assert ivf.train_s == pytest.approx(n * ivf_rates["train_s_per_vector"] + kmeans)
+    assert choose_index(64, 50_000, factory="Flat").train_s == 0.0
+    probed = len(calls)
+    assert index_rates("OPQ8,PQ8np", 64) == rates and len(calls) == probed  # cached: not measured again
+    assert len(list((tmp_path / "npmcore" / "index-rates").iterdir())) == 2  # OPQ8,PQ8np alone and with its IVF
