@@ -2,6 +2,7 @@
 
 Usage: python bench/quality.py [--model PATH_OR_URI] [--store DIR] [--limit 100] [--split dev]
                                [--exclude-query-words | --allow-query-words] [--scoring evidence|npm]
+                               [--precision auto|f32|bf16]
 
 Runs the ``evaluate`` flow (BM25-restricted NPM for open-set tasks, kNN over the
 reference index for closed-set ones) on MR, SST-2 and CR (accuracy, review reference
@@ -15,7 +16,8 @@ for word, one name, year, number or other word masked; ``bench/verbatim.py`` dra
 ``verbatim``. Last line: one JSON object {"mr", "sst2", "cr", "trex", "google_re", "cloze",
 "verbatim"} and, for the open-set tasks, the share of answers that repeat a content word of the query
 ({"trex_query_copy_rate", …}). ``--scoring`` ranks open-set candidates by evidence (the default) or
-by NPM's own scores (the paper's).
+by NPM's own scores (the paper's). ``--precision`` is the encoder's, for the reference corpora's vectors and
+the queries alike (``auto``: this machine's, :mod:`npmcore.precision`).
 
 ``--split dev`` evaluates the tuning data instead: SST-2's dev file, the LAMA dev facts
 (one fifth of the facts, by uuid hash, never in the test split), the cloze dev split and,
@@ -39,6 +41,7 @@ configure_environment()
 from flows.evaluate import EvalParams, evaluate  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
 from npmcore.inference import SCORINGS  # noqa: E402
+from npmcore.precision import SETTINGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = {"test": ["mr", "sst2", "cr", "trex", "google_re", "cloze"], "dev": ["sst2", "trex", "google_re", "cloze"]}
@@ -68,6 +71,12 @@ def main() -> None:
         default=EvalParams.model_fields["scoring"].default,
         help="open-set candidates ranked by evidence or by NPM's scores (default: the evaluate flow's)",
     )
+    parser.add_argument(
+        "--precision",
+        choices=SETTINGS,
+        default=EvalParams.model_fields["precision"].default,
+        help="of the encoder, embedding the reference corpora and encoding the queries (default: auto)",
+    )
     args = parser.parse_args()
     cloze = DATA / f"cloze-{args.split}.jsonl"
     with tempfile.TemporaryDirectory() as tmp, prefect_api():
@@ -82,6 +91,7 @@ def main() -> None:
             split=args.split,
             exclude_query_words=args.exclude_query_words,
             scoring=args.scoring,
+            precision=args.precision,
         )
         runs: list[tuple[str | None, EvalParams]] = [(None, params)]  # (reported name, else the task's own)
         # the cloze task again on other files; its default-corpus index (content-addressed) is reused

@@ -1,6 +1,7 @@
 """Benchmark: the query service (``npmcore api``) under load, and while its index is swapped.
 
 Usage: python bench/serve.py [--store npm-store] [--requests 48] [--concurrency 1 4 16] [--scoring evidence|npm]
+                             [--precision auto|f32|bf16]
 
 Starts ``npmcore api`` on a loopback port over the store's serving index (the demo store by
 default: run ``make demo`` first), then drives it with an asyncio + httpx load generator: each of
@@ -11,7 +12,8 @@ difference). Then a second real index of the same datastore is built (the defaul
 on another sample size), and while 4 clients keep querying, the serving pointer is moved to it and
 back (``npmcore.serving``): each move counts once the service reports the new index. The
 service's RSS is sampled throughout.
-Last line, one JSON object: ``{"p50_ms_c1", "p99_ms_c1", "qps_c1", "qps_c4", "qps_c16", "p99_ms_c16",
+The service encodes queries in ``--precision`` (``auto``: the machine's). Last line, one JSON object:
+``{"precision", "index_precision", "p50_ms_c1", "p99_ms_c1", "qps_c1", "qps_c4", "qps_c16", "p99_ms_c16",
 "errors", "swaps", "swap_errors", "p99_ms_during_swap", "rss_mb_steady", "rss_mb_swap_peak"}``.
 """
 
@@ -115,6 +117,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=48, help="requests per client at each concurrency")
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--scoring", choices=["evidence", "npm"], default="evidence")
+    parser.add_argument("--precision", choices=["auto", "f32", "bf16"], default="auto", help="of the query encoder")
     args = parser.parse_args()
 
     from npmcore.serving import read_serving, serving_index, set_serving
@@ -127,12 +130,15 @@ def main() -> None:
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     command = [str(Path(sys.executable).parent / "npmcore"), "api", "--store", store, "--port", str(port)]
+    command += ["--precision", args.precision]
     server = subprocess.Popen([*command, "--poll-s", "0.5"], env={**os.environ, "NPM_API_TOKEN": ""})
     result: dict = {}
     try:
         set_serving(store, first, "bench/serve.py")
         wait_ready(url, server)
         rss = Rss(server.pid)
+        served = httpx.get(f"{url}/v1/index").json()
+        result |= {"precision": served["precision"], "index_precision": served["index_precision"]}
         asyncio.run(drive(url, queries, 4, 8, args.scoring))  # warm
         errors = 0
         for clients in args.concurrency:

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
-from flows.params import ClusterParams, IngestParams, StoreURL, default_store
+from flows.params import ClusterParams, IngestParams, PrecisionSetting, StoreURL, default_store
 from npmcore.cluster import dask_cluster
 from npmcore.encoder import default_encoder_path
 from npmcore.evaluation.baselines import BASELINES
@@ -114,6 +114,7 @@ class EvalParams(BaseModel):
         None, description="Temperatures to sweep; empty = 5 for closed-set tasks, 1 for open-set."
     )
     experiment: str = Field("npm-eval", description="MLflow experiment.")
+    precision: PrecisionSetting = "auto"
     cluster: ClusterParams = Field(default_factory=ClusterParams)
 
     def inference(self, tau: float, task: str = "") -> InferenceConfig:
@@ -231,7 +232,14 @@ def index_reference(corpus: str, params: EvalParams, evaluated: Task) -> str:
     # against a Flat index of the same vectors, closed-set accuracy moves by 0.005 (MR), 0.003 (SST-2) and 0.0105
     # (CR) with it, and by 0.003, 0.000 and 0.0085 with 100k
     return index_corpus(
-        IndexParams(store=params.store, corpus=corpus, model=model, vectors=vectors, cluster=params.cluster)
+        IndexParams(
+            store=params.store,
+            corpus=corpus,
+            model=model,
+            vectors=vectors,
+            precision=params.precision,
+            cluster=params.cluster,
+        )
     )
 
 
@@ -263,6 +271,7 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
         seed=params.seed,
         tracking_uri=uri,
         experiment=params.experiment,
+        precision=params.precision,
     )
     results = []
     with dask_cluster(params.cluster.dask_address, params.cluster.n_workers, params.store) as address:

@@ -23,11 +23,12 @@ def absolute_store(url: str) -> str:
 
 
 StoreURL = Annotated[str, AfterValidator(absolute_store)]  # a store root or snapshot URL, checked and made absolute
-# the encoder's precision while embedding (npmcore.precision): auto, f32 or bf16
+# the encoder's precision (npmcore.precision): auto, f32 or bf16
 PrecisionSetting = Annotated[
     Literal["auto", "f32", "bf16"],
     Field(
-        description="Precision of the encoder's products while embedding: auto (bf16 on a GPU, and on a CPU with AMX "
+        description="Precision of the encoder's products (embedding, and the queries an evaluation encodes): auto "
+        "(bf16 on a GPU, and on a CPU with AMX "
         "or AVX512_BF16 where a probe finds it faster; else f32), f32, or bf16 (a GPU, or a CPU with those units). "
         "It is part of the datastore's id: vectors of two precisions are never mixed."
     ),

@@ -37,6 +37,7 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validat
 
 from npmcore.evaluation.templates import CLOSED_SPECS
 from npmcore.inference import MASK, NPM, InferenceConfig, Scoring, label_token_ids
+from npmcore.precision import Setting
 from npmcore.serving import read_serving, serving_index
 from npmcore.storage import read_manifest
 
@@ -57,14 +58,15 @@ class Settings:
     max_body_bytes: int = 64 * 1024
     poll_s: float = 2.0  # how often the serving pointer is read
     token: str | None = None  # bearer token every request but /livez and /readyz must carry
+    precision: Setting = "auto"  # of the query encoder (npmcore.precision)
 
 
 class Served:
     """An index loaded for queries, with the requests using it (freed when retired and unused)."""
 
-    def __init__(self, url: str):
+    def __init__(self, url: str, precision: Setting = "auto"):
         self.url = url
-        self.npm = NPM(url)  # verifies every file's checksum
+        self.npm = NPM(url, precision=precision)  # verifies every file's checksum
         self.manifest = read_manifest(url)
         self.loaded_at = time.time()
         self.in_flight = 0
@@ -136,7 +138,7 @@ class Service:
     def load(self, url: str) -> None:
         """Load and check ``url`` beside the served index, then switch to it; a failure leaves the old one."""
         try:
-            new = Served(url)
+            new = Served(url, self.settings.precision)
             new.check()
         except Exception as e:  # a broken index of any kind: refused, the old one keeps serving
             reason = f"{type(e).__name__}: {e}".splitlines()[0][:300]
@@ -461,6 +463,8 @@ def create_app(settings: Settings) -> FastAPI:
             "corpus": served.npm.index_snapshot.corpus,
             "encoder": m.config["encoder"],
             "encoder_fingerprint": m.config["encoder_fingerprint"],
+            "precision": served.npm.precision,
+            "index_precision": served.npm.index_snapshot.precision,
             "loaded_at": served.loaded_at,
             "serving": None
             if pointer is None

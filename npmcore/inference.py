@@ -60,7 +60,7 @@ from npmcore.phrases import (
     score_phrases,
     score_tokens,
 )
-from npmcore.precision import resolve_precision
+from npmcore.precision import Setting, resolve_precision
 from npmcore.ranking import (
     FEATURE_NAMES,
     RANKER_FILE,
@@ -122,7 +122,7 @@ class Answer:
 
 class NPM:
     """An index snapshot opened for queries, with its encoder. Queries (and passages encoded again) are
-    encoded in this machine's precision (``precision``: ``auto`` of :mod:`npmcore.precision`), logged once.
+    encoded in ``precision`` (:mod:`npmcore.precision`; ``auto``: this machine's), logged once.
 
     Args:
         index_url: an index snapshot (local or remote; remote ones are copied to ``cache``).
@@ -133,10 +133,16 @@ class NPM:
         cache: local folder for copies of remote snapshots (default: :func:`npmcore.storage.cache_dir`).
         ranker: the weights of evidence scoring; None = the encoder's ``ranker.json``, else the shipped
             encoder's (:func:`ranker_of`), read when evidence scoring first needs them.
+        precision: of the query encoder's products: ``auto``, ``f32`` or ``bf16`` (a GPU, or a CPU with bf16 units).
     """
 
     def __init__(
-        self, index_url: str, encoder: str | None = None, cache: Path | None = None, ranker: Ranker | None = None
+        self,
+        index_url: str,
+        encoder: str | None = None,
+        cache: Path | None = None,
+        ranker: Ranker | None = None,
+        precision: Setting = "auto",
     ):
         self.index_snapshot = open_index(index_url, verify=True)
         self.manifest = self.index_snapshot.manifest
@@ -146,7 +152,7 @@ class NPM:
         self.encoder_source = str(encoder or self.index_snapshot.encoder or default_encoder_path())
         self.tokenizer, self.model = cached_encoder(self.encoder_source)
         self.fingerprint = encoder_fingerprint(self.model)
-        self.precision = resolve_precision("auto", self.model, self.tokenizer)
+        self.precision = resolve_precision(precision, self.model, self.tokenizer)
         log.info("queries are encoded in %s (the index's vectors: %s)", self.precision, self.index_snapshot.precision)
         self._foreign = foreign_encoder(self.index_snapshot, encoder, self.tokenizer, self.model)
         self._stored = None if self._foreign else stored_vectors(self.index_snapshot)

@@ -12,6 +12,7 @@ from npmcore.evaluation.tasks import Split, Task, load_task
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.knnlm import KNN_BACKOFF, MaskedLMHead, MaskedSystem, searchers
 from npmcore.plots import bar_plot
+from npmcore.precision import Setting
 from npmcore.ranking import Ranker
 from npmcore.snapshots import open_index
 from npmcore.tracking import log_snapshot_input, tracking
@@ -30,6 +31,7 @@ class RunSettings:
     seed: int
     tracking_uri: str
     experiment: str
+    precision: Setting  # of the query encoder (and of the passages it encodes again)
 
 
 @dataclass(frozen=True)
@@ -65,7 +67,7 @@ def evaluate_run_task(
         link_runs(settings.tracking_uri)
         log_snapshot_input("index", index, "evaluation")
         log_snapshot_input("corpus", snapshot.corpus, "evaluation")
-        npm = NPM(index, encoder=settings.encoder, ranker=Ranker.from_json(ranker))
+        npm = NPM(index, encoder=settings.encoder, ranker=Ranker.from_json(ranker), precision=settings.precision)
         result = run_task(evaluated, npm, system, config, calibrate=settings.calibrate)
         mlflow.log_params({
             "model": settings.model or snapshot.manifest.config["encoder"], "model_version": settings.model_version,
@@ -109,7 +111,7 @@ def masked_study_task(evaluated: Task, index: str, sweep: MaskedSweep, settings:
         link_runs(settings.tracking_uri)
         log_snapshot_input("index", index, "evaluation")
         log_snapshot_input("corpus", snapshot.corpus, "evaluation")
-        npm = NPM(index, encoder=settings.encoder)
+        npm = NPM(index, encoder=settings.encoder, precision=settings.precision)
         head = MaskedLMHead(npm.encoder_source, npm.fingerprint)
         needs_search = any(s != "mlm" for s in sweep.systems)
         found = (

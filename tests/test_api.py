@@ -60,6 +60,7 @@ def test_the_service_answers_with_evidence_and_says_what_it_serves(client, store
         assert evidence["text"][evidence["start"] : evidence["end"]] == answer["text"]  # marked in its passage
     served = client.get("/v1/index").json()
     assert served["index"] == store[1] and served["tokens"] > 0 and served["factory"] == "Flat"
+    assert served["precision"] in ("f32", "bf16") and served["index_precision"] in ("f32", "bf16")
     classified = client.post(
         "/v1/classify", json={"queries": ["The news was [MASK]."], "labels": {"good": ["great"], "bad": ["terrible"]}}
     )

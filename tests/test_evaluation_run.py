@@ -74,10 +74,14 @@ def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path, prefect_server):
             str(store),
             "--system",
             "npm-single",
+            "--precision",
+            "f32",
         ],
     )
     assert single.exit_code == 0, single.output
     runs = client.search_runs([run.info.experiment_id], order_by=["attributes.start_time ASC"])
+    assert run.data.params["precision"] == flat.precision  # auto: this machine's
+    assert runs[1].data.params["precision"] == "f32"  # the queries encoded in the precision asked
     table = runner.invoke(app, ["compare", *(r.info.run_id for r in runs), "--store", str(store)])
     assert table.exit_code == 0, table.output
     # the metric's row, or its block when the table is printed vertically (one line per run)

@@ -44,9 +44,9 @@ ScoringOption = Annotated[
 Precision = Annotated[
     str,
     typer.Option(
-        help="Precision of the encoder while embedding: auto (bf16 on a GPU, and on a CPU with AMX or AVX512_BF16 "
-        "where a short probe finds it faster; else f32), f32, or bf16 (a GPU, or a CPU with those units). Part of "
-        "the datastore's id: vectors of two precisions are never mixed.",
+        help="Precision of the encoder (embedding; eval: the queries too): auto (bf16 on a GPU, and on a CPU with "
+        "AMX or AVX512_BF16 where a short probe finds it faster; else f32), f32, or bf16 (a GPU, or a CPU with those "
+        "units). Part of the datastore's id: vectors of two precisions are never mixed.",
     ),
 ]
 Lang = Annotated[str, typer.Option(help="WARC files: keep the articles in this language (ISO 639-1 code).")]

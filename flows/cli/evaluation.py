@@ -8,6 +8,7 @@ import typer
 from flows.cli.common import (
     DaskAddress,
     ExcludeQueryWords,
+    Precision,
     ScoringOption,
     Store,
     Workers,
@@ -120,6 +121,7 @@ def eval_command(
             "add lambda, fraction and perplexity.",
         ),
     ] = False,
+    precision: Precision = "auto",
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
@@ -155,6 +157,7 @@ def eval_command(
         scoring=scoring,
         calibrate=calibrate,
         wiki_files=wiki_files or [1],
+        precision=precision,
         cluster=cluster_params(dask_address, workers),
     )
     with prefect_api():

@@ -52,6 +52,13 @@ def api_command(
     max_wait_ms: Annotated[float, typer.Option(min=0, help="How long a request waits for others to batch with.")] = 3,
     queue_limit: Annotated[int, typer.Option(min=1, help="Queued queries beyond which requests get 503.")] = 64,
     poll_s: Annotated[float, typer.Option(min=0.1, help="Seconds between reads of the serving pointer.")] = 2,
+    precision: Annotated[
+        str,
+        typer.Option(
+            help="Precision of the query encoder: auto (bf16 on a GPU, and on a CPU with AMX or AVX512_BF16 where a "
+            "probe finds it faster; else f32), f32, or bf16 (a GPU, or a CPU with those units)."
+        ),
+    ] = "auto",
 ) -> None:
     """Answer queries over HTTP from the store's serving index, swapping in the index the serving pointer moves to.
 
@@ -59,7 +66,10 @@ def api_command(
     import uvicorn
 
     from npmcore.api import Settings, create_app
+    from npmcore.precision import SETTINGS
 
+    if precision not in SETTINGS:
+        raise ValueError(f"--precision must be one of {', '.join(SETTINGS)}, got {precision!r}")
     token = token_file.read_text().strip() if token_file else os.environ.get("NPM_API_TOKEN") or None
     if host not in LOOPBACK and not token:
         raise ValueError(
@@ -73,6 +83,7 @@ def api_command(
         max_wait_ms=max_wait_ms,
         queue_limit=queue_limit,
         poll_s=poll_s,
+        precision=precision,
     )
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
 
