@@ -18,12 +18,14 @@ Usage: python bench/pipeline.py [--store DIR] [--log FILE]
    a bf16 figure would be the f32 forward again). ``runtime_tokens_per_s`` is the flow's precision's
    (``flow_vs_runtime`` is the flow's embedding rate over it). Their GFLOP/s
    count the batches' padded shapes (:func:`npmcore.encoder.forward_flops`); ``matmul_gflops`` is a
-   4096 x 4096 float32 product's with numpy, torch and OpenVINO, the practical ceiling of these cores.
+   4096 x 4096 float32 product's with numpy, torch and OpenVINO (and in bf16 with torch and OpenVINO where the
+   CPU has the units), the practical ceiling of these cores.
 
 Run it alone on the machine. The last line is one JSON object.
 """
 
 import argparse
+import functools
 import json
 import os
 import subprocess
@@ -124,21 +126,29 @@ def forward_rates(corpus: str) -> dict[str, object]:
 
 
 def matmul_gflops(n: int = 4096, repeats: int = 5) -> dict[str, float]:
-    """GFLOP/s of an (n, n) @ (n, n) float32 product on all cores: numpy (OpenBLAS), torch, OpenVINO."""
+    """GFLOP/s of an (n, n) @ (n, n) product on all cores: in float32 with numpy (OpenBLAS), torch and OpenVINO;
+    where the CPU has bf16 units also in bf16 with torch and OpenVINO (``torch_bf16``, ``openvino_bf16``)."""
     import openvino as ov
     import openvino.opset13 as ops
     import torch
 
+    from npmcore.precision import cpu_flags, has_bf16_units
+
     a, b = (np.random.default_rng(i).random((n, n), dtype=np.float32) for i in (0, 1))
     x = ops.parameter([n, n], ov.Type.f32)
-    product = ov.Core().compile_model(
-        ov.Model([ops.matmul(x, ops.constant(b), False, False)], [x]),
-        "CPU",
-        {"INFERENCE_PRECISION_HINT": "f32", "INFERENCE_NUM_THREADS": os.cpu_count(), "ENABLE_CPU_PINNING": False},
-    )
+
+    def compiled(hint: str):
+        config = {"INFERENCE_PRECISION_HINT": hint, "INFERENCE_NUM_THREADS": os.cpu_count()}
+        config["ENABLE_CPU_PINNING"] = False
+        return ov.Core().compile_model(ov.Model([ops.matmul(x, ops.constant(b), False, False)], [x]), "CPU", config)
+
     ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+    products = {"numpy": lambda: a @ b, "torch": lambda: ta @ tb, "openvino": functools.partial(compiled("f32"), a)}
+    if has_bf16_units(cpu_flags()):
+        ha, hb = ta.bfloat16(), tb.bfloat16()
+        products |= {"torch_bf16": lambda: ha @ hb, "openvino_bf16": functools.partial(compiled("bf16"), a)}
     rates = {}
-    for name, fn in (("numpy", lambda: a @ b), ("torch", lambda: ta @ tb), ("openvino", lambda: product(a))):
+    for name, fn in products.items():
         fn()
         started = time.perf_counter()
         for _ in range(repeats):
