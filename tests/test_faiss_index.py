@@ -241,6 +241,8 @@ def test_the_plan_costs_the_build_at_this_machines_rates_measured_once(tmp_path,
     """The index-rate probe times the factory here (its IVF's k-means apart), once per machine, factory and
     dimension: a second plan reads the cache; the plan's seconds are the sample's and the corpus's at those rates."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    for name, value in (("PROBE_TRAIN", 2_000), ("PROBE_ENCODE", 4_096), ("PROBE_LISTS", 16)):  # a small probe
+        monkeypatch.setattr(faiss_index, name, value)
     calls = []
     measure = faiss_index.train_index
 
@@ -249,20 +251,20 @@ def test_the_plan_costs_the_build_at_this_machines_rates_measured_once(tmp_path,
         return measure(factory, sample, *args)
 
     monkeypatch.setattr(faiss_index, "train_index", counted)
-    exhaustive = choose_index(64, 50_000, factory="OPQ8,PQ8np")
-    rates = index_rates("OPQ8,PQ8np", 64)
-    assert calls == [("OPQ8,PQ8np", faiss_index.PROBE_TRAIN)]
+    exhaustive = choose_index(64, 50_000, factory="OPQ8,PQ8x4np")
+    rates = index_rates("OPQ8,PQ8x4np", 64)
+    assert calls == [("OPQ8,PQ8x4np", faiss_index.PROBE_TRAIN)]
     assert set(rates) == {"train_s_per_vector", "encode_tokens_per_s"}
     assert all(v > 0 for v in rates.values())
     assert exhaustive.train_s == pytest.approx(exhaustive.train_size * rates["train_s_per_vector"])
     assert exhaustive.encode_s == pytest.approx(50_000 / rates["encode_tokens_per_s"])
-    ivf = choose_index(64, 50_000, factory="OPQ8,IVF32,PQ8np")
-    ivf_rates = index_rates("OPQ8,IVF32,PQ8np", 64)  # the same shape without the IVF, and the k-means timed
-    assert calls[-1] == ("OPQ8,PQ8np", faiss_index.PROBE_TRAIN) and "kmeans_s_per_point_list" in ivf_rates
+    ivf = choose_index(64, 50_000, factory="OPQ8,IVF32,PQ8x4np")
+    ivf_rates = index_rates("OPQ8,IVF32,PQ8x4np", 64)  # the same shape without the IVF, and the k-means timed
+    assert calls[-1] == ("OPQ8,PQ8x4np", faiss_index.PROBE_TRAIN) and "kmeans_s_per_point_list" in ivf_rates
     n = ivf.train_size
     kmeans = n * 32 * ivf_rates["kmeans_s_per_point_list"]
     assert ivf.train_s == pytest.approx(n * ivf_rates["train_s_per_vector"] + kmeans)
     assert choose_index(64, 50_000, factory="Flat").train_s == 0.0
     probed = len(calls)
-    assert index_rates("OPQ8,PQ8np", 64) == rates and len(calls) == probed  # cached: not measured again
-    assert len(list((tmp_path / "npmcore" / "index-rates").iterdir())) == 2  # OPQ8,PQ8np alone and with its IVF
+    assert index_rates("OPQ8,PQ8x4np", 64) == rates and len(calls) == probed  # cached: not measured again
+    assert len(list((tmp_path / "npmcore" / "index-rates").iterdir())) == 2  # OPQ8,PQ8x4np alone and with its IVF
