@@ -289,5 +289,6 @@ def news_store(tmp_path_factory, news_lines, prefect_server) -> NewsStore:
         corpus = ingest_corpus(
             IngestParams(inputs=[str(raw)], store=store, partition_mb=NEWS_PARTITION_MB, cluster=cluster)
         )
-        index = index_corpus(IndexParams(store=store, corpus=corpus, factory="Flat", cluster=cluster))
+        # f32 on every machine: its vectors are compared with torch's float32 forward (bf16: tests/test_precision.py)
+        index = index_corpus(IndexParams(store=store, corpus=corpus, factory="Flat", precision="f32", cluster=cluster))
     return NewsStore(str(raw), store, corpus, open_index(index).datastore, index)

@@ -64,6 +64,8 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
         news_store.corpus,
         "--factory",
         "IVF16,Flat",
+        "--precision",
+        "f32",  # the shared datastore's: reused, not embedded again
         "--workers",
         "2",
     ]

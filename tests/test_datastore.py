@@ -21,10 +21,10 @@ from npmcore.storage import SnapshotError, open_snapshot
 
 @pytest.fixture(scope="module")
 def serial_datastore(news_store, tmp_path_factory) -> str:
-    """The shared corpus embedded again in this process, without Dask."""
+    """The shared corpus embedded again in this process, without Dask, in the shared datastore's precision."""
     store = tmp_path_factory.mktemp("serial")
     corpus = shutil.copytree(news_store.corpus, store / "corpus" / news_store.corpus.rsplit("/", 1)[1])
-    return build_datastore(str(corpus), str(store))
+    return build_datastore(str(corpus), str(store), precision="f32")
 
 
 def test_datastore_holds_every_content_token(news_store, tokenizer):
@@ -61,7 +61,8 @@ def test_the_dask_flow_and_one_process_embed_alike(news_store, serial_datastore)
 def test_resume_after_a_killed_shard_equals_a_clean_build(news_store, serial_datastore, tmp_path):
     store = tmp_path / "store"
     copy = str(shutil.copytree(news_store.corpus, store / "corpus" / news_store.corpus.rsplit("/", 1)[1]))
-    script = f"from npmcore.datastore import build_datastore\nbuild_datastore({copy!r}, {str(store)!r})\n"
+    build = f"build_datastore({copy!r}, {str(store)!r}, precision='f32')"
+    script = f"from npmcore.datastore import build_datastore\n{build}\n"
     kill_once(script, store, "datastore/.partial-*/shards/part-*.json")  # killed once a shard is finished
     marker = next(store.glob("datastore/.partial-*/shards/part-*.json"))
     done_at = marker.stat().st_mtime_ns
@@ -69,7 +70,7 @@ def test_resume_after_a_killed_shard_equals_a_clean_build(news_store, serial_dat
         open_snapshot(str(marker.parent.parent))
     finished_before = {p.stem for p in marker.parent.glob("*.json")}
     results = []
-    resumed = build_datastore(copy, str(store), on_shard=results.append)
+    resumed = build_datastore(copy, str(store), on_shard=results.append, precision="f32")
     assert {r.name for r in results if r.resumed} == finished_before  # no finished shard is embedded again
     assert marker.exists() is False  # the staging folder became the snapshot
     assert (store / "datastore" / resumed.rsplit("/", 1)[1] / "shards" / marker.name).stat().st_mtime_ns == done_at

@@ -221,7 +221,7 @@ def test_an_index_over_copied_vectors_copies_their_codes_instead_of_encoding_the
     takes the previous index's codes of copied blocks; here every block is copied: nothing is encoded."""
     config = IndexConfig(factory=factory, train_size=3_000, on_disk=on_disk, bm25=False)
     first = build_index(news_store.datastore, config)
-    copied = build_datastore(news_store.corpus, str(tmp_path), reuse=news_store.datastore)
+    copied = build_datastore(news_store.corpus, str(tmp_path), reuse=news_store.datastore, precision="f32")
     monkeypatch.setattr("npmcore.indexer.sa_encode", lambda *_: pytest.fail("a copied vector was encoded again"))
     second = build_index(copied, IndexConfig(bm25=False), trained=first)
     first_index, second_index = (read_index(f"{url}/index.faiss") for url in (first, second))

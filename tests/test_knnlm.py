@@ -150,7 +150,7 @@ def brute_force_rows(npm: NPM, model, queries: list[str], k: int, tau: float, la
 
 
 def test_the_study_equals_brute_force_on_open_and_closed_tasks(news_store, with_head):
-    npm = NPM(news_store.index, encoder=with_head)
+    npm = NPM(news_store.index, encoder=with_head, precision="f32")  # the brute force runs torch in float32
     head = MaskedLMHead(with_head, npm.fingerprint)
     _, model = load_masked_lm(with_head)
     vectors = np.concatenate([a["vectors"] for _, a in iter_shards(news_store.datastore)]).astype(np.float32)

@@ -31,7 +31,7 @@ from npmcore.vocab import vocab_tables
 
 @pytest.fixture(scope="module")
 def flat(news_store) -> NPM:
-    return NPM(news_store.index)
+    return NPM(news_store.index, precision="f32")  # the news index's own precision, on every machine
 
 
 @pytest.fixture(scope="module")

@@ -119,8 +119,8 @@ def test_ingest_index_and_query_on_s3_match_a_local_store(s3_bucket, dask_addres
         dask_address,
     )
     index = cli(
-        "index", "--store", store, "--factory", "Flat", "--dask-address", dask_address
-    )  # the newest corpus of the store
+        "index", "--store", store, "--factory", "Flat", "--precision", "f32", "--dask-address", dask_address
+    )  # the newest corpus of the store, in the local store's precision
     remote = Snapshots(corpus, open_index(index).datastore, index)
 
     fs = S3FileSystem()
