@@ -207,10 +207,10 @@ def index_rates(factory: str, dim: int) -> dict[str, float]:
     ``encode_tokens_per_s`` (one thread, as a worker encodes a shard; an index that takes no codes adds its
     vectors). Seeded Gaussian vectors stand in for the
     datastore's: k-means rounds, OPQ rounds and encoding cost the same whatever the vectors are."""
-    from npmcore.machine import cpu_description, measured_rates
+    from npmcore.machine import cpu_description, cpu_flags, measured_rates
 
     threads = faiss.omp_get_max_threads()
-    machine = f"{cpu_description()} faiss {faiss.__version__} threads {threads}"
+    machine = f"{cpu_description(cpu_flags())} faiss {faiss.__version__} threads {threads}"
     shape = ",".join(part for part in factory.split(",") if not part.startswith("IVF"))
     kmeans = _nlist(factory) > 0
 

@@ -29,9 +29,9 @@ def cpu_name() -> str:
     return _cpuinfo().get("model name", "unknown CPU")
 
 
-def cpu_description() -> str:
-    """The CPU's model and its sorted flags: two machines of one description compute alike."""
-    return f"{cpu_name()} {' '.join(sorted(cpu_flags()))}"
+def cpu_description(flags: frozenset[str]) -> str:
+    """The CPU's model and its sorted ``flags`` (:func:`cpu_flags`): two machines of one description compute alike."""
+    return f"{cpu_name()} {' '.join(sorted(flags))}"
 
 
 def _cpuinfo() -> dict[str, str]:

@@ -28,7 +28,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from npmcore.blocks import split_document
 from npmcore.corpus import Document, default_corpus
 from npmcore.encoder import Precision, encode, encoder_fingerprint, fast_forward
-from npmcore.machine import cpu_flags, cpu_name, measured_rates
+from npmcore.machine import cpu_description, cpu_flags, cpu_name, measured_rates
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def forward_rates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast) ->
         import openvino as ov
 
         flags = cpu_flags()
-        machine = f"{cpu_name()} {' '.join(sorted(flags))} openvino {ov.__version__}"
+        machine = f"{cpu_description(flags)} openvino {ov.__version__}"
         precisions = ("f32", "bf16") if has_bf16_units(flags) else ("f32",)
     fingerprint = encoder_fingerprint(model)
 
