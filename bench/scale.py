@@ -255,14 +255,14 @@ def measure_layouts(last: dict, address: str, args) -> list[dict]:
     from distributed import Client
     from topk import overlap
 
-    from npmcore.faiss_index import is_ivf, rotated_pq
+    from npmcore.faiss_index import default_factory, is_ivf
     from npmcore.indexer import IndexConfig, build_index
     from npmcore.inference import NPM, InferenceConfig
     from npmcore.storage import read_manifest
 
     default = NPM(last["index"])
     ivf = is_ivf(default.index)
-    other = rotated_pq(default.index.d, default.index.ntotal, ivf=not ivf)
+    other = default_factory(default.index.d, default.index.ntotal, ivf=not ivf)
     start = time.perf_counter()
     with Client(address) as client:
         url = build_index(last["datastore"], IndexConfig(factory=other, bm25=False), client)

@@ -39,8 +39,8 @@ class IndexParams(BaseModel):
     )
     factory: str | None = Field(
         None,
-        description="FAISS index-factory string (Flat, HNSW32, IVF1024,PQ32, …); empty = 32-byte PQ codes after "
-        "an OPQ rotation, their shortlist re-scored from the datastore (IVF-PQ above 1M tokens).",
+        description="FAISS index-factory string (Flat, HNSW32, IVF1024,PQ32, …); empty = 32-byte PQ codes, their "
+        "shortlist re-scored from the datastore (above 1M tokens an OPQ rotation and an IVF).",
     )
     search_params: str | None = Field(
         None, description="Default FAISS search parameters stored with the index (nprobe=64); empty = automatic."

@@ -24,6 +24,7 @@ from the datastore too, or decoded from the index when the datastore is gone.
 A GPU is used for training and search when faiss has one.
 """
 
+import hashlib
 import logging
 import math
 import time
@@ -44,14 +45,13 @@ IVF_FROM_TOKENS = 1_000_000
 IVF_PROBE_SHARE = 64  # the default nprobe: 1 in 64 of the lists, at least IVF_MIN_PROBES
 IVF_MIN_PROBES = 64  # 1,024 lists (1.2M tokens) need 64 probes as 4,096 do: 0.98 with k x 4, 16 probes 0.86
 IVF_BYTES = 8 + 8  # an IVF list entry's id, and its direct-map entry
-# The default shortlist of compressed indexes, re-scored exactly: k x RERANK up to IVF_FROM_TOKENS, k x RERANK_IVF
-# beyond. PQ codes miss more of the exact top-k as the corpus grows; at 13.3M tokens (bench/scale.py, docs/scale.md)
-# k x 2 kept 0.92-0.93 of the exact top-4096 at any nprobe, k x 4 0.98 at 1 list in 64 (26 ms a query vector).
-RERANK = 3
-RERANK_IVF = 4
-# OPQ's alternating optimisation: FAISS's default is 50 rounds (34 s on the demo's 21,373 vectors). On the demo's
-# datastore (bench/factories.py --opq-iterations) 5 rounds train in 7.5 s and keep 0.9966 of the exact top-4096 at
-# k x 3 re-scored, more than 50 rounds at k x 2 (0.9933); no rotation (PQ32np) needs k x 4 for 0.9966
+# The default shortlist of compressed indexes, re-scored exactly: k x RERANK. On the demo's datastore
+# (bench/factories.py --rerank 3 4) PQ32np keeps 0.997 of the exact top-4096 at k x 4, as an OPQ rotation did at
+# k x 3, and trains in 1-2 s where the rotation took 6 s (AMD EPYC) to 14-19 s (Intel with AMX); at 13.3M tokens
+# (bench/scale.py, docs/scale.md) OPQ-IVF-PQ's k x 2 kept 0.92-0.93 at any nprobe, k x 4 0.98 at 1 list in 64.
+RERANK = 4
+# OPQ's alternating optimisation (the IVF default's rotation): FAISS's default is 50 rounds (34 s on the demo's
+# 21,373 vectors); 5 rounds keep more of the exact top-4096 at k x 3 (0.9966) than 50 at k x 2 (0.9933)
 OPQ_ITERATIONS = 5
 RESCORE_BATCH = 16  # queries re-scored together: their shortlists' vectors (16 x 8,192 x 384 floats) read at once
 TRAIN_SHARE = 32  # the default training sample: 1 in 32 of the tokens, within the bounds below
@@ -143,17 +143,17 @@ def choose_index(
     """The index to build over ``tokens`` vectors of ``dim`` dimensions; whatever is None is chosen.
 
     The default factory is a product quantizer of :data:`CODE_BYTES` 8-bit sub-quantizers (dividing
-    ``dim``; fewer where :data:`BYTES_PER_TOKEN` with the token id says so) after an OPQ rotation,
-    its search re-scored from the datastore (``rerank``): exhaustive
-    ``OPQ{m},PQ{m}np`` (no ids: a token's id is its position) up to :data:`IVF_FROM_TOKENS` tokens,
-    ``OPQ{m},IVF{~sqrt n},PQ{m}np`` beyond (``np``: no polysemous training). Within ``max_memory``
+    ``dim``; fewer where :data:`BYTES_PER_TOKEN` with the token id says so), its search re-scored from
+    the datastore (``rerank``): exhaustive ``PQ{m}np`` (no ids: a token's id is its position) up to
+    :data:`IVF_FROM_TOKENS` tokens, ``OPQ{m},IVF{~sqrt n},PQ{m}np`` beyond, after an OPQ rotation
+    (``np``: no polysemous training). Within ``max_memory``
     (bytes a serving process may hold): the same in RAM when it fits, else IVF with its inverted
     lists memory-mapped (``on_disk``); a budget even that exceeds is refused with the least one.
     """
     reason = "given"
     if factory is None:
         ivf = tokens > IVF_FROM_TOKENS or on_disk
-        factory = rotated_pq(dim, tokens, ivf)
+        factory = default_factory(dim, tokens, ivf)
         reason = f"{CODE_BYTES}-byte PQ codes find a shortlist that the datastore re-scores; " + (
             f"IVF above {IVF_FROM_TOKENS:,} tokens"
             if tokens > IVF_FROM_TOKENS
@@ -161,7 +161,7 @@ def choose_index(
         )
         if max_memory is not None and _ram_bytes(factory, dim, tokens, on_disk) > max_memory:
             if not on_disk:
-                factory, on_disk = rotated_pq(dim, tokens, True), True
+                factory, on_disk = default_factory(dim, tokens, True), True
                 reason += f"; IVF with memory-mapped lists to fit {max_memory / 2**30:.2f} GiB"
             need = _ram_bytes(factory, dim, tokens, True)
             if need > max_memory:
@@ -175,7 +175,7 @@ def choose_index(
     if search_params is None:
         search_params = _default_search_params(factory)
     if rerank is None:
-        rerank = 1 if _is_exact(factory) else RERANK_IVF if ivf else RERANK
+        rerank = 1 if _is_exact(factory) else RERANK
     if rerank < 1:
         raise ValueError(f"rerank must be >= 1, got {rerank}")
     if train_size is None:
@@ -204,13 +204,13 @@ def index_rates(factory: str, dim: int) -> dict[str, float]:
     and cached (:func:`npmcore.machine.measured_rates`): ``train_s_per_vector`` (the factory without its IVF
     trained on :data:`PROBE_TRAIN` vectors on all cores, as the driver trains: seconds to a minute),
     ``kmeans_s_per_point_list`` (an IVF's coarse k-means, per training vector and list) and
-    ``encode_tokens_per_s`` (one thread, as a worker encodes a shard; an index that takes no codes adds its
-    vectors). Seeded Gaussian vectors stand in for the
+    ``encode_tokens_per_s`` (one thread, as a worker encodes a shard: its float16 vectors' checksum verified,
+    then their codes; an index that takes no codes adds its vectors). Seeded Gaussian vectors stand in for the
     datastore's: k-means rounds, OPQ rounds and encoding cost the same whatever the vectors are."""
     from npmcore.machine import cpu_description, cpu_flags, measured_rates
 
     threads = faiss.omp_get_max_threads()
-    machine = f"{cpu_description(cpu_flags())} faiss {faiss.__version__} threads {threads}"
+    machine = f"{cpu_description(cpu_flags())} faiss {faiss.__version__} threads {threads} shards verified"
     shape = ",".join(part for part in factory.split(",") if not part.startswith("IVF"))
     kmeans = _nlist(factory) > 0
 
@@ -225,13 +225,15 @@ def index_rates(factory: str, dim: int) -> dict[str, float]:
             started = time.perf_counter()
             clustering.train(x[:PROBE_TRAIN])
             rates["kmeans_s_per_point_list"] = (time.perf_counter() - started) / (PROBE_TRAIN * PROBE_LISTS)
+        shard = x[:PROBE_ENCODE].astype(np.float16)
         faiss.omp_set_num_threads(1)
         try:
             started = time.perf_counter()
+            hashlib.sha256(shard.data).hexdigest()
             if takes_codes(index):
-                sa_encode(index, x[:PROBE_ENCODE])
+                sa_encode(index, shard)
             else:
-                index.add(x[:PROBE_ENCODE])
+                index.add(shard.astype(np.float32))
             rates["encode_tokens_per_s"] = PROBE_ENCODE / (time.perf_counter() - started)
         finally:
             faiss.omp_set_num_threads(threads)
@@ -255,12 +257,12 @@ def duration(seconds: float) -> str:
     )
 
 
-def rotated_pq(dim: int, tokens: int, ivf: bool) -> str:
+def default_factory(dim: int, tokens: int, ivf: bool) -> str:
     """The default factory of ``tokens`` vectors, exhaustive or IVF (see :func:`choose_index`)."""
     budget = min(CODE_BYTES, BYTES_PER_TOKEN - TOKEN_BYTES - (IVF_BYTES if ivf else 0))
     m = max(m for m in range(1, budget + 1) if dim % m == 0)
     if not ivf:
-        return f"OPQ{m},PQ{m}np"
+        return f"PQ{m}np"
     return f"OPQ{m},IVF{ivf_lists(tokens)},PQ{m}np"
 
 
@@ -298,8 +300,8 @@ def _ram_bytes(factory: str, dim: int, tokens: int, on_disk: bool) -> int:
 def default_train_size(n_tokens: int, nlist: int = 0) -> int:
     """Vectors sampled to train an index of ``n_tokens`` tokens: 1 in :data:`TRAIN_SHARE`, between
     :data:`TRAIN_MIN` and :data:`TRAIN_MAX`, so that training costs a small share of embedding the
-    corpus (an OPQ rotation trains at about 1.3 ms a vector on two cores, the encoder embeds 0.3 ms a
-    token); an IVF of ``nlist`` lists gets at least :data:`IVF_TRAIN_PER_LIST` a list. Measured by
+    corpus (an IVF's OPQ rotation trains at about 1.3 ms a vector on two cores, the encoder embeds 0.1-0.3 ms
+    a token); an IVF of ``nlist`` lists gets at least :data:`IVF_TRAIN_PER_LIST` a list. Measured by
     ``bench/factories.py`` on the embedded default corpus (683,959 tokens, 21,373 vectors instead of
     100k): docs/index-and-query.md."""
     return max(min(TRAIN_MAX, max(TRAIN_MIN, n_tokens // TRAIN_SHARE)), IVF_TRAIN_PER_LIST * nlist)

@@ -47,7 +47,7 @@ def test_the_papers_scoring_answers_as_before(einstein):
 @pytest.mark.slow
 def test_on_the_demo_store_einstein_was_born_in_ulm(tmp_path, prefect_server):
     """The demo's own store: the embedded default corpus ingested and indexed by the flows with their
-    defaults (FAISS OPQ32,PQ32np and BM25), queried with the defaults."""
+    defaults (FAISS PQ32np and BM25), queried with the defaults."""
     from flows.index import IndexParams, index_corpus
     from flows.ingest import ingest_corpus
     from flows.params import IngestParams

@@ -206,7 +206,7 @@ def test_a_backfill_takes_one_dump_or_a_month_of_warc_files(dump_path, tmp_path)
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(1800)  # two index builds: OPQ training takes minutes on two shared cores
+@pytest.mark.timeout(1800)  # two index builds on two shared cores
 def test_backfilling_a_month_of_news_embeds_only_its_new_articles(tmp_path):
     october, november = write_news_months(tmp_path / "cc-news", articles=40)  # 40 in October: a short index build
     store = str(tmp_path / "store")

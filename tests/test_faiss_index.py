@@ -62,11 +62,12 @@ def test_shards_encoded_on_the_workers_equal_a_single_shot_build(news_store, on_
 
 
 @pytest.mark.parametrize("tokens", [15_000, 30_000_000])
-def test_the_default_factory_is_a_rotated_pq_within_the_byte_budget(tokens):
+def test_the_default_factory_is_a_pq_within_the_byte_budget_rotated_before_an_ivf(tokens):
     choice = choose_index(384, tokens)
     index = faiss.index_factory(384, choice.factory, faiss.METRIC_INNER_PRODUCT)
-    assert isinstance(faiss.downcast_index(index), faiss.IndexPreTransform)  # the OPQ rotation
-    assert is_ivf(index) == (tokens > IVF_FROM_TOKENS)
+    ivf = tokens > IVF_FROM_TOKENS
+    assert is_ivf(index) == ivf
+    assert isinstance(faiss.downcast_index(index), faiss.IndexPreTransform) == ivf  # the OPQ rotation
     assert choice.disk_bytes <= BYTES_PER_TOKEN * tokens  # codes, IVF ids and direct map, a uint16 token id
     assert choice.rerank > 1  # compressed codes find a shortlist; the datastore scores it
 
@@ -134,7 +135,7 @@ def test_the_training_sample_is_read_row_by_row_and_drawn_evenly(news_store):
 
 @pytest.mark.parametrize("factory", ["RR384,PQ8np", pytest.param(None, marks=pytest.mark.slow)])
 def test_a_compact_index_snapshot_searches_its_own_decoded_vectors_exactly(news_store, factory):
-    """A rotated PQ (a random rotation; None: the default factory, whose learned OPQ takes a minute to train)
+    """A compact index (a random rotation and PQ codes; None: the default factory, PQ codes alone)
     against brute force over the vectors its codes decode to (IVF indexes: the merged-shards
     test above and the CLI test)."""
     url = build_index(news_store.datastore, IndexConfig(factory=factory, train_size=3_000, bm25=False))

@@ -41,8 +41,8 @@ def index_command(
     factory: Annotated[
         str | None,
         typer.Option(
-            help="FAISS index-factory string, e.g. Flat, HNSW32, IVF1024,PQ32 (default: 32-byte PQ codes after an "
-            "OPQ rotation, their shortlist re-scored from the datastore; IVF-PQ above 1M tokens)."
+            help="FAISS index-factory string, e.g. Flat, HNSW32, IVF1024,PQ32 (default: 32-byte PQ codes, their "
+            "shortlist re-scored from the datastore; above 1M tokens an OPQ rotation and an IVF)."
         ),
     ] = None,
     search_params: Annotated[str | None, typer.Option(help="Default FAISS search parameters, e.g. nprobe=64.")] = None,
