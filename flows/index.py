@@ -55,7 +55,7 @@ class IndexParams(BaseModel):
         None,
         ge=1,
         description="kNN search re-scores the index's top k x rerank with the datastore's exact vectors; "
-        "empty = 3 for compressed exhaustive indexes, 4 for IVF, 1 for Flat.",
+        "empty = 4 for compressed indexes, 1 for Flat.",
     )
     max_memory_gb: float | None = Field(
         None,

@@ -51,8 +51,8 @@ def index_command(
         int | None,
         typer.Option(
             min=1,
-            help="kNN search re-scores the index's top k x N with the datastore's exact vectors (default: 3 for "
-            "compressed exhaustive indexes, 4 for IVF, 1 for Flat).",
+            help="kNN search re-scores the index's top k x N with the datastore's exact vectors (default: 4 for "
+            "compressed indexes, 1 for Flat).",
         ),
     ] = None,
     max_memory: Annotated[
