@@ -88,6 +88,7 @@ from npmcore.storage import (
     existing_snapshot,
     join,
     local_folder,
+    sha256_bytes,
     sha256_file,
     snapshot_id,
     snapshot_url,
@@ -202,9 +203,22 @@ def training_sample(datastore: str, n: int, seed: int = 0) -> np.ndarray:
 # --- 1. FAISS -----------------------------------------------------------------------------
 
 
-def _encode_shard(trained: bytes, datastore: str, reuse: str | None, job: tuple[str, int, str]) -> tuple[str, int, int]:
-    """Encode one datastore shard (name, first global id, output URL) with the trained index on a
-    worker (:func:`~npmcore.faiss_index.sa_encode`): an IVF index gets a shard index holding the shard's
+@functools.lru_cache(maxsize=1)
+def _trained_bytes(url: str, sha256: str) -> bytes:
+    """The trained, empty index of the staging folder, read and checked once per worker: the task graph
+    carries its URL, not its bytes (an IVF's centroids grow with the corpus: 12 MiB at 8,192 lists)."""
+    with fsspec.open(url, "rb") as f:
+        data = f.read()
+    if sha256_bytes(data) != sha256:
+        raise SnapshotError(f"{url}: the trained index changed while its shards were encoded (checksum mismatch)")
+    return data
+
+
+def _encode_shard(
+    trained: tuple[str, str], datastore: str, reuse: str | None, job: tuple[str, int, str]
+) -> tuple[str, int, int]:
+    """Encode one datastore shard (name, first global id, output URL) with the trained index (its URL and
+    sha256) on a worker (:func:`~npmcore.faiss_index.sa_encode`): an IVF index gets a shard index holding the shard's
     codes under their global ids, any other the codes themselves, an (n, code_size) uint8 array.
     ``reuse``: an index of the same trained index over the datastore this one copied vectors from:
     the rows of copied blocks copy its codes instead (:func:`copied_rows`). Returns (URL, tokens, copied)."""
@@ -214,7 +228,7 @@ def _encode_shard(trained: bytes, datastore: str, reuse: str | None, job: tuple[
     fs, _ = fsspec.core.url_to_fs(out)
     if fs.exists(out):  # a previous try wrote it (renamed into place once whole)
         return out, len(vectors), 0
-    index = faiss.deserialize_index(np.frombuffer(trained, dtype=np.uint8))
+    index = faiss.deserialize_index(np.frombuffer(_trained_bytes(*trained), dtype=np.uint8))
     codes = np.empty((len(vectors), index.sa_code_size()), dtype=np.uint8)
     rows, ids = copied_rows(reuse, datastore, name, arrays["offsets"]) if reuse else (np.empty(0, dtype=np.int64),) * 2
     if len(rows):
@@ -304,7 +318,10 @@ def build_faiss_files(
             firsts = np.cumsum([0, *manifest.config["shard_tokens"][:-1]]).tolist()
             jobs = [(name, first, join(parts, name)) for name, first in zip(names, firsts, strict=True)]
             reuse = _codes_to_reuse(plan, trained)
-            encode = functools.partial(_encode_shard, faiss.serialize_index(trained).tobytes(), plan.datastore, reuse)
+            trained_url = join(plan.staging, TRAINED)
+            encode = functools.partial(
+                _encode_shard, (trained_url, sha256_file(trained_url).sha256), plan.datastore, reuse
+            )
             started, copied = time.perf_counter(), 0
             for _, added, reused in map_bounded(encode, jobs, client):
                 copied += reused
