@@ -67,6 +67,9 @@ BM25_TOKENS_PER_S = 500_000  # Lucene indexing in one thread
 PROBE_TRAIN = TRAIN_MIN
 PROBE_ENCODE = 65_536  # vectors it encodes on one thread, as a worker encodes a shard's
 PROBE_LISTS = 256  # centroids of its k-means, timed for an IVF's coarse quantizer
+# vector x list pairs its assignment to an IVF's lists scores on one thread (1-2 s): an IVF's encoding is mostly that at
+# scale (8,192 flat lists: 2,500 vectors/s a thread where the PQ codes alone take 55,000, Intel with AMX)
+PROBE_ASSIGN = 2**25
 
 
 @dataclass(frozen=True)
@@ -95,8 +98,11 @@ class IndexChoice:
 
     @property
     def encode_s(self) -> float:
-        """Encoding the vectors, in worker-seconds (divide by the workers), at this machine's rate."""
-        return self.tokens / index_rates(self.factory, self.dim)["encode_tokens_per_s"]
+        """Encoding the vectors, in worker-seconds (divide by the workers), at this machine's rates: their
+        codes, and an IVF's assignment of each to a list."""
+        rates = index_rates(self.factory, self.dim)
+        assign = self.tokens * _nlist(self.factory) * rates.get("assign_s_per_point_list", 0.0)
+        return self.tokens / rates["encode_tokens_per_s"] + assign
 
     @property
     def bm25_s(self) -> float:
@@ -203,16 +209,20 @@ def index_rates(factory: str, dim: int) -> dict[str, float]:
     """This machine's rates of building an index of ``factory`` over ``dim``-dimensional vectors, measured once
     and cached (:func:`npmcore.machine.measured_rates`): ``train_s_per_vector`` (the factory without its IVF
     trained on :data:`PROBE_TRAIN` vectors on all cores, as the driver trains: seconds to a minute),
-    ``kmeans_s_per_point_list`` (an IVF's coarse k-means, per training vector and list) and
-    ``encode_tokens_per_s`` (one thread, as a worker encodes a shard: its float16 vectors' checksum verified,
-    then their codes; an index that takes no codes adds its vectors). Seeded Gaussian vectors stand in for the
-    datastore's: k-means rounds, OPQ rounds and encoding cost the same whatever the vectors are."""
+    ``kmeans_s_per_point_list`` (an IVF's coarse k-means, per training vector and list),
+    ``assign_s_per_point_list`` (its coarse quantizer assigning vectors to its lists, one thread, per vector and
+    list: about :data:`PROBE_ASSIGN` pairs) and ``encode_tokens_per_s`` (one thread, as a worker encodes a shard:
+    its float16 vectors' checksum verified, then their codes; an index that takes no codes adds its vectors).
+    Seeded Gaussian vectors stand in for the datastore's: k-means rounds, OPQ rounds, a flat quantizer's
+    assignment and encoding cost the same whatever the vectors are (a graph quantizer's search somewhat less on
+    real vectors)."""
     from npmcore.machine import cpu_description, cpu_flags, measured_rates
 
     threads = faiss.omp_get_max_threads()
     machine = f"{cpu_description(cpu_flags())} faiss {faiss.__version__} threads {threads} shards verified"
     shape = ",".join(part for part in factory.split(",") if not part.startswith("IVF"))
-    kmeans = _nlist(factory) > 0
+    nlist = _nlist(factory)
+    kmeans = nlist > 0
 
     def measure() -> dict[str, float]:
         rng = np.random.default_rng(0)
@@ -228,6 +238,14 @@ def index_rates(factory: str, dim: int) -> dict[str, float]:
         shard = x[:PROBE_ENCODE].astype(np.float16)
         faiss.omp_set_num_threads(1)
         try:
+            if kmeans:  # the trained IVF's quantizer: nlist centroids in its own index ("IVF8192_HNSW32": HNSW32)
+                ivf_part = next(part for part in factory.split(",") if part.startswith("IVF"))
+                quantizer = faiss.index_factory(dim, ivf_part.partition("_")[2] or "Flat", faiss.METRIC_INNER_PRODUCT)
+                quantizer.add(rng.standard_normal((nlist, dim), dtype=np.float32))
+                n = max(1, min(PROBE_ENCODE, PROBE_ASSIGN // nlist))
+                started = time.perf_counter()
+                quantizer.search(x[:n], 1)
+                rates["assign_s_per_point_list"] = (time.perf_counter() - started) / (n * nlist)
             started = time.perf_counter()
             hashlib.sha256(shard.data).hexdigest()
             if takes_codes(index):
@@ -237,13 +255,17 @@ def index_rates(factory: str, dim: int) -> dict[str, float]:
             rates["encode_tokens_per_s"] = PROBE_ENCODE / (time.perf_counter() - started)
         finally:
             faiss.omp_set_num_threads(threads)
+        assign = ""
+        if kmeans:
+            assign = f"; assigning them to {nlist:,} lists {1 / (nlist * rates['assign_s_per_point_list']):,.0f}/s"
         log.info(
-            "index rate probe of %s: training %.2f ms a vector, encoding %s vectors/s on one thread",
-            shape, 1000 * rates["train_s_per_vector"], f"{rates['encode_tokens_per_s']:,.0f}",
+            "index rate probe of %s: training %.2f ms a vector, encoding %s vectors/s on one thread%s",
+            shape, 1000 * rates["train_s_per_vector"], f"{rates['encode_tokens_per_s']:,.0f}", assign,
         )  # fmt: skip
         return rates
 
-    return measured_rates("index-rates", machine, f"{shape.replace(',', '-')}-{dim}{'-ivf' if kmeans else ''}", measure)
+    ivf = f"-ivf{nlist}" if kmeans else ""  # its lists' number: the assignment's rate is timed at it
+    return measured_rates("index-rates", machine, f"{shape.replace(',', '-')}-{dim}{ivf}", measure)
 
 
 def duration(seconds: float) -> str:

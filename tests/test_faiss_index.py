@@ -26,10 +26,10 @@ from npmcore.faiss_index import (
     stored_codes,
     train_index,
 )
-from npmcore.indexer import IndexConfig, build_index, plan_index, training_sample
+from npmcore.indexer import IndexConfig, _trained_bytes, build_index, plan_index, training_sample
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.snapshots import DatastoreRows, iter_shards, open_index
-from npmcore.storage import SnapshotError
+from npmcore.storage import SnapshotError, sha256_bytes
 
 
 @pytest.mark.parametrize("on_disk", [False, True])
@@ -59,6 +59,17 @@ def test_shards_encoded_on_the_workers_equal_a_single_shot_build(news_store, on_
         np.testing.assert_array_equal(D, D2)
         ids = np.arange(0, built.ntotal, 97)
         np.testing.assert_array_equal(single.reconstruct_batch(ids), built.reconstruct_batch(ids))
+
+
+def test_workers_read_the_trained_index_by_url_and_refuse_another(tmp_path):
+    """The shards' tasks carry the trained index's URL and checksum, not its bytes (megabytes of IVF
+    centroids in every task graph); a file that is not the one planned is refused."""
+    path = tmp_path / "trained.faiss"
+    path.write_bytes(faiss.serialize_index(faiss.index_factory(8, "IVF4,PQ2np")).tobytes())
+    data = path.read_bytes()
+    assert _trained_bytes(str(path), sha256_bytes(data)) == data
+    with pytest.raises(SnapshotError, match="trained.faiss: the trained index changed"):
+        _trained_bytes(str(path), sha256_bytes(b"another index"))
 
 
 @pytest.mark.parametrize("tokens", [15_000, 30_000_000])
@@ -239,8 +250,9 @@ def test_an_opq_rotation_trains_the_rounds_asked_and_none_is_refused():
 
 
 def test_the_plan_costs_the_build_at_this_machines_rates_measured_once(tmp_path, monkeypatch):
-    """The index-rate probe times the factory here (its IVF's k-means apart), once per machine, factory and
-    dimension: a second plan reads the cache; the plan's seconds are the sample's and the corpus's at those rates."""
+    """The index-rate probe times the factory here (its IVF's k-means and assignment apart), once per machine,
+    factory and dimension: a second plan reads the cache; the plan's seconds are the sample's and the corpus's at
+    those rates."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     for name, value in (("PROBE_TRAIN", 2_000), ("PROBE_ENCODE", 4_096), ("PROBE_LISTS", 16)):  # a small probe
         monkeypatch.setattr(faiss_index, name, value)
@@ -261,10 +273,14 @@ def test_the_plan_costs_the_build_at_this_machines_rates_measured_once(tmp_path,
     assert exhaustive.encode_s == pytest.approx(50_000 / rates["encode_tokens_per_s"])
     ivf = choose_index(64, 50_000, factory="OPQ8,IVF32,PQ8x4np")
     ivf_rates = index_rates("OPQ8,IVF32,PQ8x4np", 64)  # the same shape without the IVF, and the k-means timed
-    assert calls[-1] == ("OPQ8,PQ8x4np", faiss_index.PROBE_TRAIN) and "kmeans_s_per_point_list" in ivf_rates
+    assert calls[-1] == ("OPQ8,PQ8x4np", faiss_index.PROBE_TRAIN)
+    assert set(ivf_rates) == {*rates, "kmeans_s_per_point_list", "assign_s_per_point_list"}
     n = ivf.train_size
     kmeans = n * 32 * ivf_rates["kmeans_s_per_point_list"]
     assert ivf.train_s == pytest.approx(n * ivf_rates["train_s_per_vector"] + kmeans)
+    # every vector's codes, and its assignment to one of the 32 lists
+    assign = 50_000 * 32 * ivf_rates["assign_s_per_point_list"]
+    assert ivf.encode_s == pytest.approx(50_000 / ivf_rates["encode_tokens_per_s"] + assign)
     assert choose_index(64, 50_000, factory="Flat").train_s == 0.0
     probed = len(calls)
     assert index_rates("OPQ8,PQ8x4np", 64) == rates and len(calls) == probed  # cached: not measured again
