@@ -86,6 +86,7 @@ def test_draw_is_seeded_and_names_a_shortfall(dump_documents):
         draw_facts(rows, per_kind=10_000, seed=3, prefix="x")
 
 
+@pytest.mark.slow  # ingests the default corpus (40 s); by default the evidence is checked against its pages (above)
 def test_the_verbatim_sets_are_what_the_script_draws_from_the_ingested_default_corpus(tmp_path, default_inputs):
     corpus = ingest(default_inputs, str(tmp_path), IngestConfig(pages_per_partition=25))
     rows = [
