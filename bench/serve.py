@@ -4,17 +4,20 @@ Usage: python bench/serve.py [--store npm-store] [--requests 48] [--concurrency 
                              [--precision auto|f32|bf16]
 
 Starts ``npmcore api`` on a loopback port over the store's serving index (the demo store by
-default: run ``make demo`` first), then drives it with an asyncio + httpx load generator: each of
-C clients sends real cloze queries (``bench/data/cloze-test.jsonl``, one query a request) one after
-the other, ``--requests`` per client, at each ``--concurrency``, ranked by ``--scoring`` (the
-service's default, evidence, or the paper's npm: the cost of reading the evidence is the
-difference). Then a second real index of the same datastore is built (the default factory trained
-on another sample size), and while 4 clients keep querying, the serving pointer is moved to it and
-back (``npmcore.serving``): each move counts once the service reports the new index. The
-service's RSS is sampled throughout.
+default: run ``make demo`` first; an index with vectors or one of BM25 alone), then drives it with
+an asyncio + httpx load generator: each of C clients sends real cloze queries
+(``bench/data/cloze-test.jsonl``, one query a request) one after the other, ``--requests`` per
+client, at each ``--concurrency``, ranked by ``--scoring`` (the service's default, evidence, or the
+paper's npm: the cost of reading the evidence is the difference); the queries search the top BM25
+passages, which every index answers. Then a second real index of the same corpus is built (the
+served factory trained on another sample size over the same datastore; of BM25 alone: the corpus's
+BM25 for the same encoder under its other name), and while 4 clients keep querying, the serving pointer is
+moved to it and back (``npmcore.serving``): each move counts once the service reports the new
+index. The service's RSS is sampled throughout.
 The service encodes queries in ``--precision`` (``auto``: the machine's). Last line, one JSON object:
-``{"precision", "index_precision", "p50_ms_c1", "p99_ms_c1", "qps_c1", "qps_c4", "qps_c16", "p99_ms_c16",
-"errors", "swaps", "swap_errors", "p99_ms_during_swap", "rss_mb_steady", "rss_mb_swap_peak"}``.
+``{"factory", "precision", "index_precision", "answers", "p50_ms_c1", "p99_ms_c1", "qps_c1", "qps_c4",
+"qps_c16", "p99_ms_c16", "errors", "swaps", "swap_errors", "p99_ms_during_swap", "rss_mb_steady",
+"rss_mb_swap_peak"}``.
 """
 
 import argparse
@@ -102,13 +105,18 @@ class Rss:
 
 
 def second_index(index: str) -> str:
-    """Another real index of the same datastore: the served factory, trained on another sample size."""
-    from npmcore.indexer import IndexConfig, build_index
+    """Another real index of the same corpus: of one with vectors, the served factory trained on another sample
+    size over the same datastore; of one of BM25 alone, the same corpus's BM25 for its encoder named the other
+    way (the default encoder by its folder, or by default): another snapshot, the same query encoder."""
+    from npmcore.encoder import default_encoder_path
+    from npmcore.indexer import IndexConfig, build_bm25_index, build_index
     from npmcore.snapshots import open_index
 
-    manifest = open_index(index).manifest
-    config = IndexConfig(factory=manifest.config["factory"], train_size=manifest.config["train_size"] + 1000)
-    return build_index(open_index(index).datastore, config)
+    served = open_index(index)
+    if not served.vectors:
+        return build_bm25_index(served.corpus, None if served.encoder else str(default_encoder_path()))
+    config = served.manifest.config
+    return build_index(served.datastore, IndexConfig(factory=config["factory"], train_size=config["train_size"] + 1000))
 
 
 def main() -> None:
@@ -138,7 +146,8 @@ def main() -> None:
         wait_ready(url, server)
         rss = Rss(server.pid)
         served = httpx.get(f"{url}/v1/index").json()
-        result |= {"precision": served["precision"], "index_precision": served["index_precision"]}
+        result |= {"factory": served["factory"], "precision": served["precision"]}
+        result |= {"index_precision": served["index_precision"], "answers": served["answers"]}
         asyncio.run(drive(url, queries, 4, 8, args.scoring))  # warm
         errors = 0
         for clients in args.concurrency:

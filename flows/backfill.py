@@ -30,6 +30,7 @@ from npmcore.cluster import dask_cluster
 from npmcore.corpus import CorpusError, Format, detect_format
 from npmcore.encoder import cached_encoder, encoder_fingerprint
 from npmcore.ingest import expand_inputs
+from npmcore.serving import read_serving, set_serving
 from npmcore.snapshots import INDEX, IndexSnapshot, open_corpus, open_datastore, open_index
 from npmcore.storage import list_snapshots
 from npmcore.tracking import log_snapshot_input, resolve_encoder, tracking, tracking_uri
@@ -64,6 +65,11 @@ class BackfillParams(BaseModel):
     strict: bool = Field(False, description="WARC files: a bad record stops the backfill instead of being skipped.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
     experiment: str = Field("npm-backfill", description="MLflow experiment.")
+    serve: bool = Field(
+        True,
+        description="Move the store's serving pointer to the new index when it served the index this backfill "
+        "followed (or the store has none); a pointer set to another index is kept.",
+    )
 
 
 def dump_format(files: list[str]) -> Format:
@@ -85,13 +91,29 @@ class BackfillResult(BaseModel):
     reused_blocks: int  # blocks whose vectors were copied, not embedded again
     vectors: bool = True  # False: the new index holds BM25 alone (nothing embedded)
     counts: dict[str, int]  # the new corpus snapshot's counts (WARC files: what was read, dropped and added)
+    serving: str | None = None  # the index the store serves after the backfill (its serving pointer)
 
 
 def newest_index(store: str, fingerprint: str, excluding_corpus: str) -> IndexSnapshot | None:
-    """The newest index of ``store`` made with encoder weights ``fingerprint`` over another corpus."""
+    """The index a backfill follows by default: of those of ``store`` made with encoder weights ``fingerprint``
+    over another corpus, the served one, else the newest."""
     found = [IndexSnapshot(url, m) for url, m in list_snapshots(store, INDEX)]
     found = [i for i in found if i.encoder_fingerprint == fingerprint and i.corpus_id != excluding_corpus]
-    return found[-1] if found else None
+    pointer = read_serving(store)
+    served = [i for i in found if pointer is not None and i.url == pointer.index]
+    return (served or found)[-1] if found else None
+
+
+def serve_backfill(store: str, index: str, previous: str | None, dump_date: date) -> str:
+    """Move the serving pointer to a backfill's index when it served the index the backfill followed
+    (or there is none yet); returns the decision."""
+    pointer = read_serving(store)
+    if pointer is not None and pointer.index == index:
+        return "already served"
+    if pointer is not None and pointer.index != previous:
+        return f"kept {pointer.index}: the backfill followed {previous}, which it does not serve"
+    set_serving(store, index, f"backfill of {dump_date.isoformat()}" + (f", after {previous}" if previous else ""))
+    return f"serving {index}"
 
 
 @flow(name="backfill_dump")
@@ -144,6 +166,8 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
     datastore = open_datastore(built.datastore).manifest if built.vectors else None
     with tracking(uri, params.experiment), mlflow.start_run(run_name=f"backfill {params.dump_date}"):
         link_runs(uri)
+        if params.serve:
+            mlflow.set_tag("serving", serve_backfill(params.store, index, previous, params.dump_date))
         log_snapshot_input("corpus", corpus, "produced")
         log_snapshot_input("index", index, "produced")
         counts = open_corpus(corpus).manifest.counts
@@ -181,4 +205,5 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
         reused_blocks=reused,
         counts=counts,
         vectors=built.vectors,
+        serving=None if (pointer := read_serving(params.store)) is None else pointer.index,
     )

@@ -230,7 +230,11 @@ def demo_story(result: "PipelineResult", corpus: "Manifest", encoder: str, data:
         Indented(f"         {shown(result.corpus)}"),
         Indented(f"encoder  {escape(encoder)}"),
         Indented(f"index    {result.tokens:,} token vectors in FAISS {result.factory}, and BM25 over the blocks"),
-        Indented(f"         {shown(result.index)}"),
+        Indented(
+            f"         {shown(result.index)} (served by npmcore api)"
+            if result.serving == result.index
+            else f"         {shown(result.index)} (not served: the store serves {shown(result.serving or 'no index')})"
+        ),
     ]
     for answered in result.answered:
         lines += [Text(), Text("A query, answered from the corpus", style="bold"), Indented(escape(answered.query))]
@@ -271,6 +275,7 @@ def next_commands(index: str, tracking_uri: str) -> list[RenderableType]:
         prefect, prefect_ui = [serve], api.removesuffix("/api")
     steps = [
         ("your own sentence:", [f'npmcore query --index {shown(index)} "… [MASK] …"'], None),
+        ("the query service, its page at http://127.0.0.1:8000:", [f"npmcore api --store {store}"], None),
         ("the runs, in the MLflow UI:", mlflow, mlflow_ui),
         (
             "train from the Prefect UI" + (", in two terminals:" if len(prefect) > 1 else ":"),

@@ -18,6 +18,7 @@ from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, StoreURL, default_store
 from flows.train import TrainParams, train_encoder
 from npmcore.cluster import dask_cluster
+from npmcore.indexer import store_root
 from npmcore.inference import NPM
 from npmcore.serving import read_serving, set_serving
 from npmcore.snapshots import newest_corpus, open_index
@@ -25,6 +26,7 @@ from npmcore.storage import read_manifest
 from npmcore.tracking import log_snapshot_input, model_version, tracking, tracking_uri
 from tasks import link_runs
 
+GATE = 0.01  # a new index may score at most this much below the served one and still be served
 CLOZE_TEST = Path(__file__).resolve().parents[1] / "bench" / "data" / "cloze-test.jsonl"  # facts of the default corpus
 
 
@@ -44,6 +46,11 @@ class PipelineParams(BaseModel):
     )
     queries: list[str] = Field([], description="Queries with one [MASK] answered against the new index at the end.")
     experiment: str = Field("npm-pipeline", description="MLflow experiment of the parent run.")
+    serve: bool = Field(
+        True,
+        description="Move the store's serving pointer to the new index if it passes the gate (npmcore api), "
+        "or create it in a store that has none.",
+    )
 
 
 class ShownAnswer(BaseModel):
@@ -71,6 +78,7 @@ class PipelineResult(BaseModel):
     rows: list[EvalRow]
     answered: list[Answered]
     run_id: str  # the MLflow parent run
+    serving: str | None  # the index the store serves after the run (its serving pointer); None: none
 
 
 @flow(name="pipeline")
@@ -95,6 +103,8 @@ def pipeline(params: PipelineParams | None = None, progress: bool = False) -> Pi
             encoder = train_encoder(params.train.model_copy(update=stage), progress)
         index_params = params.index.model_copy(update={"store": store, "cluster": cluster})
         index, rows = index_and_evaluate(corpus, encoder, index_params, params.evaluate, params.experiment, progress)
+        if params.serve:
+            mlflow.set_tag("serving", gate_and_serve(store, index, rows, GATE, "pipeline"))
     return result(corpus, encoder, index, rows, answer(index, params.queries), parent.info.run_id)
 
 
@@ -117,7 +127,7 @@ class RebuildParams(BaseModel):
         True, description="Move the store's serving pointer to the new index if it passes the gate (npmcore api)."
     )
     gate: float = Field(
-        0.01,
+        GATE,
         ge=0,
         description="The gate: the new index's mean score may fall at most this much below the served index's.",
     )
@@ -227,6 +237,7 @@ def result(
     corpus: str, encoder: str | None, index: str, rows: list[EvalRow], answered: list[Answered], run_id: str
 ) -> PipelineResult:
     manifest = read_manifest(index)
+    pointer = read_serving(store_root(index))
     return PipelineResult(
         corpus=corpus,
         encoder=encoder,
@@ -236,6 +247,7 @@ def result(
         rows=rows,
         answered=answered,
         run_id=run_id,
+        serving=None if pointer is None else pointer.index,
     )
 
 

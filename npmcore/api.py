@@ -36,7 +36,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from npmcore.evaluation.templates import CLOSED_SPECS
-from npmcore.inference import MASK, NPM, InferenceConfig, Scoring, label_token_ids
+from npmcore.inference import MASK, NPM, InferenceConfig, Scoring, Unsupported, label_token_ids
 from npmcore.precision import Setting
 from npmcore.serving import read_serving, serving_index
 from npmcore.storage import read_manifest
@@ -72,6 +72,16 @@ class Served:
         self.in_flight = 0
         self.retired = False
 
+    def refusals(self) -> dict[str, str | None]:
+        """Why this index cannot answer each kind of request (None: it can): predict restricted to its
+        top BM25 passages, predict by kNN search of its vectors, classify (kNN search too)."""
+        knn = self.npm.refused(restrict=False)
+        return {"restricted": self.npm.refused(restrict=True), "knn": knn, "classify": knn}
+
+    def answers(self) -> dict[str, bool]:
+        """The kinds of request this index answers (``/v1/index``)."""
+        return {kind: why is None for kind, why in self.refusals().items()}
+
     def check(self) -> None:
         """Refuse an index whose parts disagree with its manifest or that cannot answer."""
         counts = self.manifest.counts
@@ -85,7 +95,8 @@ class Served:
             raise ValueError(
                 f"index {self.url}: {len(self.npm.corpus.offsets) - 1} blocks, manifest {counts['blocks']}"
             )
-        answered = self.npm.predict(CANARIES)  # also warms the encoder, BM25 and the datastore reads
+        # also warms the encoder, BM25 and the datastore reads
+        answered = self.npm.predict(CANARIES, InferenceConfig(restrict=self.answers()["restricted"]))
         if not any(answered):
             raise ValueError(f"index {self.url} answers none of its canary queries")
 
@@ -229,7 +240,11 @@ class Service:
                         future.set_exception(e)
                 continue
             for (_, future), result in zip(batch, results, strict=True):
-                if not future.done():
+                if future.done():
+                    continue
+                if isinstance(result, Exception):
+                    future.set_exception(result)
+                else:
                     future.set_result(result)
 
     def start(self, loop: asyncio.AbstractEventLoop) -> list[asyncio.Task]:
@@ -311,9 +326,10 @@ class Item:
     extra: dict = field(default_factory=dict)
 
 
-def run_predict(service: Service, items: list[Item]) -> list[dict]:
-    """Answer a batch of predict items (grouped by their settings: one forward per group)."""
-    out: dict[int, dict] = {}
+def run_predict(service: Service, items: list[Item]) -> list[dict | Unsupported]:
+    """Answer a batch of predict items (grouped by their settings: one forward per group); an item the
+    index cannot answer gets the exception saying why."""
+    out: dict[int, dict | Unsupported] = {}
     with service.using() as served:
         groups: dict[tuple, list[int]] = {}
         for n, item in enumerate(items):
@@ -324,7 +340,11 @@ def run_predict(service: Service, items: list[Item]) -> list[dict]:
                 k=k, tau=tau, restrict=restrict, passages=passages, answers=answers, evidence=evidence, scoring=scoring
             )
             started = time.perf_counter()
-            found = served.npm.predict([items[n].query for n in members], config)
+            try:
+                found = served.npm.predict([items[n].query for n in members], config)
+            except Unsupported as e:  # the index swapped to one that cannot answer these: only their requests fail
+                out |= dict.fromkeys(members, e)
+                continue
             seconds = time.perf_counter() - started
             for n, answers_of in zip(members, found, strict=True):
                 out[n] = {
@@ -413,13 +433,19 @@ def create_app(settings: Settings) -> FastAPI:
             message = "unknown field"
         return JSONResponse({"error": f"{where}: {message}"}, status_code=422)
 
+    @app.exception_handler(Unsupported)
+    async def unsupported(request: Request, error: Unsupported):
+        return JSONResponse({"error": str(error)}, 422)
+
     @app.exception_handler(Overloaded)
     async def overloaded(request: Request, error: Overloaded):
         return JSONResponse(
             {"error": "overloaded: too many queries waiting; retry shortly"}, 503, headers={"Retry-After": "1"}
         )
 
-    def _limits(queries: list[str]) -> JSONResponse | None:
+    def _limits(queries: list[str], restrict: bool) -> JSONResponse | None:
+        """A refusal of queries beyond the limits, of an index still loading, or of a kind of query the
+        served index cannot answer (``restrict``: to its top BM25 passages, else kNN search of its vectors)."""
         if len(queries) > settings.max_queries:
             return JSONResponse({"error": f"queries: at most {settings.max_queries} a request"}, 422)
         for n, query in enumerate(queries):
@@ -427,11 +453,13 @@ def create_app(settings: Settings) -> FastAPI:
                 return JSONResponse({"error": f"queries.{n}: longer than {settings.max_query_chars} characters"}, 422)
         if service.current is None:
             return JSONResponse({"error": "not ready: the index is loading"}, 503, headers={"Retry-After": "5"})
+        if (refused := service.current.npm.refused(restrict)) is not None:
+            return JSONResponse({"error": refused}, 422)
         return None
 
     @app.post("/v1/predict")
     async def predict(body: PredictRequest):
-        if (refusal := _limits(body.queries)) is not None:
+        if (refusal := _limits(body.queries, body.restrict)) is not None:
             return refusal
         started = time.perf_counter()
         results = await service.submit("predict", [Item(q, body) for q in body.queries])
@@ -439,7 +467,7 @@ def create_app(settings: Settings) -> FastAPI:
 
     @app.post("/v1/classify")
     async def classify(body: ClassifyRequest):
-        if (refusal := _limits(body.queries)) is not None:
+        if (refusal := _limits(body.queries, restrict=False)) is not None:  # labels are scored by kNN search
             return refusal
         started = time.perf_counter()
         results = await service.submit("classify", [Item(q, body) for q in body.queries])
@@ -466,9 +494,11 @@ def create_app(settings: Settings) -> FastAPI:
             "precision": served.npm.precision,
             "index_precision": served.npm.index_snapshot.precision,
             "loaded_at": served.loaded_at,
-            "serving": None
+            "serving": {"reason": "given by npmcore api --index", "at": None, "scores": {}}
             if pointer is None
             else {"reason": pointer.reason, "at": pointer.at, "scores": pointer.scores},
+            "answers": served.answers(),
+            "cannot": {kind: why for kind, why in served.refusals().items() if why},
             "refused": service.refused,
         }
 

@@ -87,6 +87,11 @@ Scoring = Literal["npm", "evidence"]
 SCORINGS: tuple[Scoring, ...] = ("evidence", "npm")
 
 
+class Unsupported(ValueError):
+    """The index cannot answer this kind of query (kNN search of an index of BM25 alone, or with another
+    encoder than its vectors'): the message says why and what works."""
+
+
 class QueryError(ValueError):
     """A query cannot be answered as written (no or several masks, too long)."""
 
@@ -154,8 +159,9 @@ class NPM:
         self.fingerprint = encoder_fingerprint(self.model)
         self.precision = resolve_precision(precision, self.model, self.tokenizer)
         log.info("queries are encoded in %s (the index's vectors: %s)", self.precision, self.index_snapshot.precision)
-        self._foreign = foreign_encoder(self.index_snapshot, encoder, self.tokenizer, self.model)
-        self._stored = None if self._foreign else stored_vectors(self.index_snapshot)
+        # why kNN search (restrict=False, closed-set labels) is refused; None: it works
+        self.knn_refused = foreign_encoder(self.index_snapshot, encoder, self.tokenizer, self.model)
+        self._stored = None if self.knn_refused else stored_vectors(self.index_snapshot)
         # an index of BM25 alone has no FAISS index: its passages are always encoded per query
         self.index = read_index(str(local / "index.faiss")) if self.index_snapshot.vectors else None
         if self.index is not None:
@@ -343,10 +349,19 @@ class NPM:
 
     # --- pieces -------------------------------------------------------------------------
 
+    def refused(self, restrict: bool) -> str | None:
+        """Why the index cannot answer queries restricted to its top BM25 passages (``restrict``), or kNN
+        queries; None: it can."""
+        if not restrict:
+            return self.knn_refused
+        if self.bm25_dir is None:
+            return f"index {self.url} was built without BM25: query it with restrict=false (kNN search)"
+        return None
+
     def search(self, q: np.ndarray, config: InferenceConfig) -> tuple[np.ndarray, np.ndarray]:
         """Top-k (sims, global ids) of scaled query vectors (n, d)."""
-        if self._foreign:
-            raise ValueError(self._foreign)
+        if self.knn_refused:
+            raise Unsupported(self.knn_refused)
         rerank = config.rerank if config.rerank is not None else self.manifest.config.get("rerank", 1)
         if rerank < 1:
             raise ValueError(f"rerank must be >= 1, got {rerank}")
@@ -369,13 +384,13 @@ class NPM:
         if self._stored is not None:
             return self._stored.gather(ids)
         if self.index is None:
-            raise ValueError(self._foreign)
+            raise Unsupported(self.knn_refused)
         return reconstruct(self.index, ids)
 
     def bm25_blocks(self, query: str, n: int) -> list[int]:
         """Global block numbers of the top-``n`` BM25 passages for a query (its mask removed)."""
-        if self.bm25_dir is None:
-            raise ValueError(f"index {self.url} was built without BM25; query it with restrict=False")
+        if (refused := self.refused(restrict=True)) is not None:
+            raise Unsupported(refused)
         if self._bm25 is None:
             self._bm25 = bm25.BM25Searcher(str(self.bm25_dir))
         return [int(hit.block_id) for hit in self._bm25.search(query.replace(MASK, " "), n)]

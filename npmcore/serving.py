@@ -3,9 +3,14 @@
 ``{store}/serving.json`` names one index snapshot of the store, with the earlier ones it named
 (newest first, for rollback), when and why it moved, and the evaluation scores that let it move.
 It is replaced whole (written under a temporary name, then renamed; a single PUT on S3), so a
-reader sees the old pointer or the new one, never a mix. An index rebuild that passes its
-evaluation gate moves it (:func:`set_serving`); ``npmcore serving set/rollback`` moves it by hand;
-``npmcore api`` watches it and swaps the index it serves.
+reader sees the old pointer or the new one, never a mix.
+
+Which index is served is always a choice someone made, never a side effect: the pipeline's own
+builds write the pointer (``npmcore demo`` and an index rebuild when they pass their evaluation
+gate, a backfill when the index it followed was the served one, ``npmcore index`` when the store
+has no pointer yet: :func:`serve_if_unset`); ``npmcore serving set/rollback`` move it by hand. An
+evaluation's reference indexes live in the same store and never move it. ``npmcore api`` watches
+it and swaps the index it serves; a store without a pointer serves nothing until one is set.
 """
 
 import json
@@ -42,13 +47,15 @@ def read_serving(store: str) -> Serving | None:
 
 
 def serving_index(store: str) -> str:
-    """The index to serve: the pointer's, else the store's newest index snapshot."""
+    """The index to serve: the pointer's (a store without one serves nothing, whatever it holds)."""
     if (pointer := read_serving(store)) is not None:
         return pointer.index
-    found = list_snapshots(store, INDEX)
-    if not found:
+    if not list_snapshots(store, INDEX):
         raise ValueError(f"no index snapshot in {store}: build one first (npmcore index, or npmcore demo)")
-    return found[-1][0]
+    raise ValueError(
+        f"{store} has no serving pointer: choose the index to serve with `npmcore serving set INDEX` "
+        "(npmcore demo and npmcore index set it in a store that has none)"
+    )
 
 
 def set_serving(store: str, index: str, reason: str = "set by hand", scores: dict[str, float] | None = None) -> Serving:
@@ -61,6 +68,13 @@ def set_serving(store: str, index: str, reason: str = "set by hand", scores: dic
     pointer = Serving(snapshot.url, [p for p in previous if p != snapshot.url][:HISTORY], reason, dict(scores or {}))
     _write(store, pointer)
     return pointer
+
+
+def serve_if_unset(store: str, index: str, reason: str) -> Serving | None:
+    """Point a store that has no serving pointer at ``index``; a store with one keeps it (returns None)."""
+    if read_serving(store) is not None:
+        return None
+    return set_serving(store, index, reason)
 
 
 def rollback_serving(store: str) -> Serving:

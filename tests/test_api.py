@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from flows.cli import app as cli
 from npmcore.api import Service, Settings, create_app
 from npmcore.indexer import IndexConfig, build_index
-from npmcore.serving import read_serving, rollback_serving, serving_index, set_serving
+from npmcore.serving import read_serving, rollback_serving, serve_if_unset, serving_index, set_serving
 
 QUERY = "Australian firefighters battled bushfires near [MASK]."
 
@@ -178,6 +178,46 @@ def test_a_batch_in_flight_finishes_on_the_old_index_and_a_broken_index_is_refus
     assert 'npm_index_refused_total{reason="SnapshotError"} 1.0' in service.metrics_text()
 
 
+@pytest.fixture(scope="module")
+def bm25_only(store):
+    """An index of BM25 alone of the news corpus, in the served store."""
+    from npmcore.indexer import build_bm25_index
+    from npmcore.snapshots import open_index
+
+    return build_bm25_index(open_index(store[1]).corpus)
+
+
+def test_an_index_of_bm25_alone_refuses_knn_requests_with_a_4xx_naming_why(store, bm25_only):
+    with TestClient(create_app(Settings(store=store[0], index=bm25_only))) as client:
+        ready(client)
+        served = client.get("/v1/index").json()
+        assert served["factory"] == "BM25" and served["serving"]["reason"] == "given by npmcore api --index"
+        assert served["answers"] == {"restricted": True, "knn": False, "classify": False}
+        assert set(served["cannot"]) == {"knn", "classify"} and "holds BM25 alone" in served["cannot"]["knn"]
+        assert client.post("/v1/predict", json={"queries": [QUERY]}).json()["results"][0]["answers"]
+        for endpoint, body in (
+            ("/v1/predict", {"queries": [QUERY], "restrict": False}),
+            ("/v1/classify", {"queries": ["The news was [MASK]."], "task": "sst2"}),
+        ):
+            response = client.post(endpoint, json=body)
+            assert response.status_code == 422, (endpoint, response.text)
+            assert response.json() == {"error": served["cannot"]["knn"]}
+        assert 'npm_requests_total{endpoint="/v1/predict",status="500"}' not in client.get("/metrics").text
+
+
+def test_a_batch_that_mixes_what_the_index_answers_fails_only_the_requests_it_cannot(store, bm25_only):
+    """An index swapped in between a request's check and its batch: the requests it cannot answer get the
+    reason, the others their answers."""
+    from npmcore.api import Item, PredictRequest, run_predict
+    from npmcore.inference import Unsupported
+
+    service = Service(Settings(store=store[0]))
+    service.load(bm25_only)
+    restricted, knn = (PredictRequest(queries=[QUERY], restrict=r) for r in (True, False))
+    answered, refused = run_predict(service, [Item(QUERY, restricted), Item(QUERY, knn)])
+    assert answered["answers"] and isinstance(refused, Unsupported) and "holds BM25 alone" in str(refused)
+
+
 def test_the_serving_pointer_keeps_history_and_refuses_what_is_not_an_index(store, tmp_path):
     root, first, second = store
     set_serving(root, first)
@@ -191,6 +231,22 @@ def test_the_serving_pointer_keeps_history_and_refuses_what_is_not_an_index(stor
     empty.mkdir()
     with pytest.raises(ValueError, match="no earlier serving index"):
         rollback_serving(str(empty))
+
+
+def test_a_store_without_a_serving_pointer_serves_nothing_until_one_is_set(store, tmp_path):
+    """Whatever indexes it holds (an evaluation's among them), a store serves only the index a person or the
+    pipeline chose; the first choice is made by the first build that sets it."""
+    root = tmp_path / "store"
+    shutil.copytree(store[0], root, ignore=shutil.ignore_patterns("serving.json"))
+    with pytest.raises(ValueError, match="has no serving pointer: choose the index to serve with `npmcore serving"):
+        serving_index(str(root))
+    refused = CliRunner().invoke(cli, ["api", "--store", str(root)])
+    assert refused.exit_code == 2 and "has no serving pointer" in refused.output
+    first, second = (f"{root}/index/{url.rsplit('/', 1)[1]}" for url in store[1:])
+    assert serve_if_unset(str(root), first, "the first").index == first
+    assert serve_if_unset(str(root), second, "another") is None and serving_index(str(root)) == first
+    with pytest.raises(ValueError, match="no index snapshot in"):
+        serving_index(str(tmp_path))
 
 
 class Marks(HTMLParser):

@@ -21,6 +21,7 @@ from npmcore.datastore import build_datastore
 from npmcore.faiss_index import read_index, sa_encode, stored_codes
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.ingest import IngestConfig, ingest
+from npmcore.serving import read_serving
 from npmcore.snapshots import iter_shards, open_index, read_blocks
 from npmcore.storage import open_snapshot
 
@@ -90,6 +91,10 @@ def test_backfill_embeds_only_new_blocks_and_keeps_both_versions_queryable(dump_
     second = runner.invoke(app, ["backfill", v2, "--date", "2026-02-01", "--store", store])
     assert second.exit_code == 0, second.output
     new_index = printed_index(second.output)
+    # the first build of the store is served, and each backfill that followed the served index replaces it
+    pointer = read_serving(store)
+    assert (pointer.index, pointer.previous) == (new_index, [old_index])
+    assert "served (npmcore api): this index" in second.output
 
     old, new = open_index(old_index, verify=True), open_index(new_index, verify=True)
     old_ds, new_ds = (open_snapshot(i.datastore) for i in (old, new))
@@ -179,11 +184,15 @@ def test_a_wikiextractor_dump_backfills_an_index_of_bm25_alone(tmp_path):
     indexed = runner.invoke(app, ["index", "--bm25-only", "--store", store])
     assert indexed.exit_code == 0 and "BM25 alone" in indexed.output, indexed.output
     old_index = printed_index(indexed.output)
+    assert read_serving(store).index == old_index  # the store's first index is served
     args = ["backfill", paths[1], "--date", "2020-09-01", "--previous", old_index, "--store", store]
-    backfilled = runner.invoke(app, args)
+    backfilled = runner.invoke(app, [*args, "--no-serve"])
     assert backfilled.exit_code == 0, backfilled.output
     assert "BM25 alone: nothing embedded" in backfilled.output
     new_index = printed_index(backfilled.output)
+    assert read_serving(store).index == old_index and f"served (npmcore api): {old_index}" in backfilled.output
+    assert printed_index(runner.invoke(app, args).output) == new_index  # nothing to do again, but it is served now
+    assert read_serving(store).index == new_index
     old, new = open_index(old_index, verify=True), open_index(new_index, verify=True)
     assert not old.vectors and not new.vectors and old.corpus != new.corpus
     assert new.manifest.counts["blocks"] == sum(1 for t in read_blocks(new.corpus, ["title"]) for _ in t.column(0))

@@ -131,6 +131,7 @@ def demo_output() -> str:
         rows=DEMO_ROWS,
         answered=[Answered(query=DEMO_QUERY, answers=answers)],
         run_id="8eb96a2bbe98434f9093ff4130430fcd",
+        serving=f"{store}/index/5b7c0d9e1f2a3b4c",
     )
     cloze = Path.cwd() / "bench" / "data" / "cloze-test.jsonl"
     uri = f"sqlite:///{store}/mlflow.db"
@@ -150,6 +151,8 @@ def test_the_demo_story_names_what_was_built_the_answer_its_evidence_and_what_to
     assert not padded, f"lines padded with spaces (copied text would carry them): {padded}"
     assert "skeptical" not in sentence.split("then stateless")[0]
     assert 'npmcore query --index npm-store/index/5b7c0d9e1f2a3b4c "… [MASK] …"' in text
+    assert "5b7c0d9e1f2a3b4c (served by npmcore api)" in text
+    assert "    npmcore api --store npm-store" in text
     assert "mlflow ui --backend-store-uri sqlite:///npm-store/mlflow.db" in text
     assert "prefect server start" in text and "npmcore serve" in text
 

@@ -10,13 +10,15 @@ from test_output import assert_legible, cells, rendered
 from typer.testing import CliRunner
 
 from flows.cli import app
-from flows.evaluate import EvalParams
+from flows.evaluate import EvalParams, evaluate
 from flows.index import IndexParams
 from flows.output import demo_story, rows_table
 from flows.params import IngestParams
 from flows.pipeline import PipelineParams, pipeline
 from flows.prefect_api import prefect_api
-from npmcore.storage import open_snapshot
+from npmcore.serving import read_serving, serving_index
+from npmcore.snapshots import INDEX
+from npmcore.storage import list_snapshots, open_snapshot
 
 
 def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_path, news_lines):
@@ -39,7 +41,13 @@ def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_
     with prefect_api():
         first = pipeline(params)
         second = pipeline(params)
+        # an evaluation in the same store builds its reference index there (BM25 alone) and never serves it
+        evaluated = evaluate(EvalParams(tasks=["cloze"], data=str(cloze), store=store, corpus=first.corpus))
     assert (second.corpus, second.index, second.rows) == (first.corpus, first.index, first.rows)
+    assert first.serving == first.index and read_serving(store).reason.startswith("pipeline passed its gate")
+    indexes = {url: manifest.config["factory"] for url, manifest in list_snapshots(store, INDEX)}
+    assert evaluated[0].factory == "BM25" and sorted(indexes.values()) == ["BM25", "Flat"]  # the newest: BM25
+    assert serving_index(store) == first.index
 
     client = MlflowClient(tracking_uri=uri(store))
     parent = client.get_run(first.run_id)

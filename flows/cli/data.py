@@ -89,10 +89,17 @@ def backfill_command(
     previous: Annotated[
         str | None,
         typer.Option(
-            help="Index of the previous dump, or whose corpus WARC files extend (default: the newest in the store "
-            "with this encoder)."
+            help="Index of the previous dump, or whose corpus WARC files extend (default: the served index if it "
+            "was made with this encoder, else the newest in the store that was)."
         ),
     ] = None,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            help="Serve the new index (move the serving pointer) when the index it follows was the served one, "
+            "or the store serves none."
+        ),
+    ] = True,
     lang: Lang = "en",
     strict: Strict = False,
     precision: Precision = "auto",
@@ -111,6 +118,7 @@ def backfill_command(
         store=store,
         model=model,
         previous=previous and absolute_store(previous),
+        serve=serve,
         lang=lang,
         strict=strict,
         precision=precision,
@@ -128,6 +136,8 @@ def backfill_command(
         )
     else:
         console.print(f"blocks: {result.blocks:,}, BM25 alone: nothing embedded")
+    served = "this index" if result.serving == result.index else result.serving
+    console.print(f"served (npmcore api): {served}", soft_wrap=True)  # a path is never cut
     print(result.index)
 
 

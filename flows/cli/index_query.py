@@ -85,9 +85,11 @@ def index_command(
     """Embed a corpus snapshot (shards in parallel on Dask) and build its FAISS + BM25 index; prints its URL.
 
     The log states the index's plan first: its factory and why, its size, memory, training sample and time.
-    With --bm25-only: the index of BM25 alone, nothing embedded."""
+    With --bm25-only: the index of BM25 alone, nothing embedded. A store with no serving pointer serves the
+    new index (npmcore api); one with a pointer keeps it (npmcore serving set moves it)."""
     from flows.index import IndexParams, index_corpus
     from flows.prefect_api import prefect_api
+    from npmcore.serving import read_serving, serve_if_unset
 
     params = IndexParams(
         store=store,
@@ -105,6 +107,8 @@ def index_command(
     )
     with prefect_api():
         url = index_corpus(params, progress=sys.stderr.isatty())
+    root = params.store
+    serve_if_unset(root, url, "npmcore index: the store's first index")
     manifest = open_snapshot(url, verify=False)
     show(counts_table(manifest))
     rerank = manifest.config.get("rerank") or 1
@@ -115,6 +119,13 @@ def index_command(
             f"factory {manifest.config['factory']} ({manifest.config['search_params'] or 'no search parameters'}"
             + (f"; kNN re-scores k x {rerank} from the datastore)" if rerank > 1 else ")")
         )
+    served = read_serving(root).index
+    console.print(
+        "served (npmcore api): this index"
+        if served == url
+        else f"served (npmcore api): {served}; to serve this one: npmcore serving set {url}",
+        soft_wrap=True,  # a path is never cut
+    )
     print(url)
 
 

@@ -67,6 +67,7 @@ def api_command(
 
     from npmcore.api import Settings, create_app
     from npmcore.precision import SETTINGS
+    from npmcore.serving import serving_index
 
     if precision not in SETTINGS:
         raise ValueError(f"--precision must be one of {', '.join(SETTINGS)}, got {precision!r}")
@@ -85,6 +86,8 @@ def api_command(
         poll_s=poll_s,
         precision=precision,
     )
+    if settings.index is None:
+        serving_index(settings.store)  # a store that serves nothing stops here, with the way out
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
 
 
@@ -100,7 +103,7 @@ def serving_show(store: Store = "npm-store") -> None:
 
     pointer = read_serving(absolute_store(store))
     if pointer is None:
-        console.print("no serving pointer: `npmcore api` serves the store's newest index")
+        console.print("no serving pointer: `npmcore api` serves nothing until `npmcore serving set INDEX`")
         return
     console.print(f"{pointer.index}\n  {pointer.reason}, {pointer.at}")
     for earlier in pointer.previous:
