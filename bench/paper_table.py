@@ -1,7 +1,7 @@
 """NPM measured as the paper measures it: its seven open-set tasks against a real Wikipedia.
 
 Usage: python bench/paper_table.py [--store DIR] [--split test|dev] [--limit 1000] [--passages 10]
-                                   [--baseline-limit 1000] [--dumps DIR]
+                                   [--baseline-limit 1000] [--no-baselines] [--model ENCODER] [--dumps DIR]
 
 Through the users' path, on the two dated dumps of the same 15k articles (``shared/data/enwiki_dated``,
 unpacked once into the cache, or ``--dumps DIR`` holding ``2015-05/`` and ``2020-09/``):
@@ -23,8 +23,10 @@ The passages were chosen on the same dev facts (300 a task, the shipped encoder)
 0.180 with 10, 0.167 with 20; KAMEL 0.007, 0.013, 0.010; Google-RE 0.007 with 3 and 10; entity translation
 (170 facts, 2015 dump) 0.341 with 3, 0.294 with 10: its answers are names in an article's opening sentence,
 which the top passages hold, and more passages only add rival names.
-``--split dev`` evaluates the dev data (NQ and TriviaQA
-have none). The last line is one JSON object, also written to ``<store>/paper_table.json``::
+``--split dev`` evaluates the dev data (NQ and TriviaQA have none). ``--model`` answers with another encoder
+than the shipped one (a query encoder with the passage encoder it names); ``--no-baselines`` leaves the
+baselines out (comparing encoders on dev). The last line is one JSON object, also written to
+``<store>/paper_table.json``::
 
     {"trex", "google_re", "kamel", "nq", "triviaqa", "entity_translation", "entity_translation_languages",
      "temporal": {"changed_before", "changed_after", "stale_before", "stale_after", "unchanged_before",
@@ -95,6 +97,8 @@ def main() -> None:
         "--passages", type=int, default=KNOWLEDGE_PASSAGES, help="top BM25 passages searched per knowledge query"
     )
     parser.add_argument("--dumps", type=Path, default=None, help="folder holding 2015-05/ and 2020-09/")
+    parser.add_argument("--model", default=None, help="the encoder that answers (default: the shipped one)")
+    parser.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=True, help="mlm-head, mlm-read")
     args = parser.parse_args()
     if "://" not in args.store:
         args.store = str(Path(args.store).resolve())
@@ -105,7 +109,7 @@ def main() -> None:
     def run(
         tasks: list[str], index: str, systems: list[str], limit: int, passages: int, query_words: bool = False
     ) -> dict[tuple[str, str], EvalRow]:
-        if not tasks:  # the dev split has no NQ or TriviaQA
+        if not tasks or not systems:  # the dev split has no NQ or TriviaQA; --no-baselines
             return {}
         params = EvalParams(
             tasks=tasks,
@@ -116,6 +120,7 @@ def main() -> None:
             split=args.split,
             passages=passages,
             exclude_query_words=not query_words,
+            model=args.model,
             experiment="npm-paper-table",
         )
         return rows_by(evaluate(params))
@@ -125,7 +130,8 @@ def main() -> None:
         corpus = ingest_corpus(IngestParams(inputs=[str(dumps["2015-05"])], store=args.store, cluster=cluster))
         old = index_corpus(IndexParams(store=args.store, corpus=corpus, vectors=False, cluster=cluster))
         before = run(["temporal", "entity_translation"], old, ["npm"], args.limit, NAMES_PASSAGES)
-        before |= run(["entity_translation"], old, list(BASELINES), args.baseline_limit, NAMES_PASSAGES)
+        baselines = list(BASELINES) if args.baselines else []
+        before |= run(["entity_translation"], old, baselines, args.baseline_limit, NAMES_PASSAGES)
         new = backfill_dump(
             BackfillParams(dump=[str(dumps["2020-09"])], dump_date="2020-09-01", store=args.store, previous=old)
         ).index
@@ -133,7 +139,7 @@ def main() -> None:
         after = run(["temporal"], new, ["npm"], args.limit, NAMES_PASSAGES)
         after |= run([t for t in knowledge if t not in allowed], new, ["npm"], args.limit, args.passages)
         after |= run(allowed, new, ["npm"], args.limit, args.passages, query_words=True)
-        after |= run(knowledge, new, list(BASELINES), args.baseline_limit, args.passages)
+        after |= run(knowledge, new, baselines, args.baseline_limit, args.passages)
 
     temporal = {
         f"{kind}_{when}": rows[("temporal", "npm")].breakdown[f"exact_match.{kind}"]
@@ -159,8 +165,9 @@ def main() -> None:
         "baselines": {
             system: {t: after[(t, system)].score for t in knowledge}
             | {"entity_translation": before[("entity_translation", system)].score}
-            for system in BASELINES
+            for system in baselines
         },
+        "model": args.model or "default",
         "n": {t: after[(t, "npm")].n for t in knowledge}
         | {"entity_translation": before[("entity_translation", "npm")].n}
         | {"temporal": after[("temporal", "npm")].n},

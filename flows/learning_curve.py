@@ -15,10 +15,10 @@ from pydantic import BaseModel, Field
 
 from flows.evaluate import EvalParams, evaluate
 from flows.params import ClusterParams, StoreURL, default_store
+from npmcore.checkpointing import checkpoint_steps
 from npmcore.plots import line_plot
 from npmcore.storage import cache_dir
 from npmcore.tracking import logged_curve, tracking_uri
-from npmcore.train import checkpoint_steps
 from tasks.train import export_checkpoint_task, held_out_task
 
 

@@ -151,6 +151,10 @@ class EvidenceReader:
         span = self.span(evidence)
         return span.text[span.start : span.end]
 
+    def block_id(self, block: int) -> str:
+        """The block id (``{doc_id}#{n}``) of a global block number."""
+        return self._row(block)[0]
+
     def _row(self, block: int) -> tuple[str, str, str]:
         """(block_id, title, text) of a global block number (its shard read once, then cached)."""
         shard = int(np.searchsorted(self.bounds, block, side="right") - 1)

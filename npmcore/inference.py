@@ -61,6 +61,7 @@ from npmcore.phrases import (
     score_tokens,
 )
 from npmcore.precision import Setting, resolve_precision
+from npmcore.query_encoder import check_index, check_passage_weights, passage_side, passage_source
 from npmcore.ranking import (
     FEATURE_NAMES,
     RANKER_FILE,
@@ -134,7 +135,9 @@ class NPM:
         encoder: encoder path or name; None = the one the index was built with. Another
             encoder needs the corpus's tokenizer, and answers only BM25-restricted queries
             (their passages are encoded again): the index's vectors are not its own, so kNN
-            search (``restrict=False``, closed-set ``classify``) is refused.
+            search (``restrict=False``, closed-set ``classify``) is refused. A query encoder
+            (:mod:`npmcore.query_encoder`) encodes the queries, and its passage encoder the passages:
+            an index whose vectors another encoder made is refused.
         cache: local folder for copies of remote snapshots (default: :func:`npmcore.storage.cache_dir`).
         ranker: the weights of evidence scoring; None = the encoder's ``ranker.json``, else the shipped
             encoder's (:func:`ranker_of`), read when evidence scoring first needs them.
@@ -157,10 +160,18 @@ class NPM:
         self.encoder_source = str(encoder or self.index_snapshot.encoder or default_encoder_path())
         self.tokenizer, self.model = cached_encoder(self.encoder_source)
         self.fingerprint = encoder_fingerprint(self.model)
+        # passages (the index's vectors, or those encoded per query) come from the passage encoder: a query
+        # encoder's own (npmcore.query_encoder), else the encoder itself
+        self.passage_side = passage_side(self.encoder_source)
+        self.passage_model = self.model
+        if self.passage_side is not None:
+            _, self.passage_model = cached_encoder(passage_source(self.passage_side))
+            check_passage_weights(self.encoder_source, self.passage_side, encoder_fingerprint(self.passage_model))
+            check_index(self.encoder_source, self.passage_side, index_url, self.index_snapshot.encoder_fingerprint)
         self.precision = resolve_precision(precision, self.model, self.tokenizer)
         log.info("queries are encoded in %s (the index's vectors: %s)", self.precision, self.index_snapshot.precision)
         # why kNN search (restrict=False, closed-set labels) is refused; None: it works
-        self.knn_refused = foreign_encoder(self.index_snapshot, encoder, self.tokenizer, self.model)
+        self.knn_refused = foreign_encoder(self.index_snapshot, encoder, self.tokenizer, self.passage_model)
         self._stored = None if self.knn_refused else stored_vectors(self.index_snapshot)
         # an index of BM25 alone has no FAISS index: its passages are always encoded per query
         self.index = read_index(str(local / "index.faiss")) if self.index_snapshot.vectors else None
@@ -429,7 +440,9 @@ class NPM:
         ]
         return [
             h[before : len(h) - after]
-            for h in encode(self.model, self.tokenizer, sequences, forward=fast_forward(self.model, self.precision))
+            for h in encode(
+                self.passage_model, self.tokenizer, sequences, forward=fast_forward(self.passage_model, self.precision)
+            )
         ]
 
     def top_answers(self, phrases: Phrases, config: InferenceConfig = InferenceConfig()) -> list[Answer]:

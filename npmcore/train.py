@@ -29,9 +29,7 @@ function of (seed, epoch), masking and dropout are seeded per step.
 
 import functools
 import hashlib
-import io
 import itertools
-import json
 import logging
 import math
 import queue
@@ -43,7 +41,6 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Literal, TypeVar
 
-import fsspec
 import torch
 import torch.distributed as dist
 import torch.distributed.nn.functional as dist_fn
@@ -52,13 +49,15 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from npmcore.batching import Batch, by_length, iter_batches
 from npmcore.bundle import bundle_info, is_bundle
+from npmcore.checkpointing import CHECKPOINTS, load_weights, lr_schedule, resume, save_checkpoint
 from npmcore.encoder import base_encoder_path, load_masked_lm, local_model_dir, mlm_head, save_fp16
 from npmcore.loss import PreBatch, span_loss, token_loss
 from npmcore.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens
 from npmcore.mlm import MLMBatch, mask_mlm, mlm_loss
+from npmcore.neighbours import neighbour_batches
 from npmcore.rarity import OTHER, TokenRarity, corpus_rarity
 from npmcore.snapshots import open_corpus
-from npmcore.storage import Manifest, SnapshotWriter, join, list_snapshots, open_snapshot
+from npmcore.storage import list_snapshots, open_snapshot
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +90,10 @@ class TrainConfig:
     checkpoint_every: int = 100  # steps between checkpoints (and at the end)
     masking: MaskingConfig = field(default_factory=MaskingConfig)  # ratio is also the MLM masking budget
     prebatch: int = 0  # npm: the keys of this many earlier micro-batches are extra negatives (npmcore.loss)
+    # "document": a batch is a document's consecutive blocks (npmcore.batching, the paper's); "bm25": seed blocks
+    # with their BM25 neighbours in other documents (npmcore.neighbours), found with the index `neighbours`
+    batches: Literal["document", "bm25"] = "document"
+    neighbours: str | None = None  # bm25 batches: an index of the corpus with BM25 (npmcore.indexer.build_bm25_index)
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 2:
@@ -108,6 +111,8 @@ class TrainConfig:
             raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
         if self.prebatch < 0 or (self.prebatch and self.objective != "npm"):
             raise ValueError(f"prebatch must be >= 0 and is for the npm objective only, got {self.prebatch}")
+        if (self.batches == "bm25") != (self.neighbours is not None):
+            raise ValueError("bm25 batches need an index of the corpus with BM25 (neighbours), and only they do")
         if self.mlm_weight < 0 or (self.objective == "mlm" and self.mlm_weight):
             raise ValueError(
                 f"mlm_weight must be >= 0 and is for npm objectives only, got {self.mlm_weight} with {self.objective!r}"
@@ -214,6 +219,7 @@ class StepStats:
     title_positives: float | None = None  # and share of the positives that belong to such spans
     rare_spans: float | None = None  # NPM: share of masked spans holding a date, a number or a rare token
     rare_positives: float | None = None  # and share of the positives that belong to such spans
+    other_document_positives: float | None = None  # NPM: share of the positives in another document than their span's
     mlm_acc: float | None = None  # MLM: top-1 accuracy of the masked-token predictions
 
 
@@ -223,6 +229,7 @@ class StepBatch:
 
     npm: MaskedBatch | None  # span (npm) or token (npm-single) masking; None for the mlm objective
     mlm: MLMBatch | None  # BERT masking: the mlm objective, or an npm objective with mlm_weight > 0
+    docs: Tensor  # (B,) long: each sequence's document, numbered within the batch
 
 
 # --- one step -------------------------------------------------------------------------
@@ -237,7 +244,7 @@ def to_device(batch: StepBatch, device: torch.device) -> StepBatch:
     def move(part):
         return None if part is None else type(part)(**{f.name: getattr(part, f.name).to(device) for f in fields(part)})
 
-    return StepBatch(move(batch.npm), move(batch.mlm))
+    return StepBatch(move(batch.npm), move(batch.mlm), batch.docs.to(device))
 
 
 def _rank_world() -> tuple[int, int]:
@@ -270,7 +277,8 @@ def mask_batch(
     if config.objective == "mlm" or config.mlm_weight > 0:
         generator = torch.Generator().manual_seed(derive_seed(config.seed, step, micro, 1))
         mlm = mask_mlm(batch.token_ids, tokenizer, config.masking.ratio, generator)
-    return StepBatch(npm, mlm)
+    numbers = {doc: n for n, doc in enumerate(dict.fromkeys(batch.doc_ids))}
+    return StepBatch(npm, mlm, torch.tensor([numbers[doc] for doc in batch.doc_ids]))
 
 
 def _pad(ids: Tensor, width: int, value: int) -> Tensor:
@@ -387,17 +395,6 @@ def _mlm_loss(
 # --- the loop -------------------------------------------------------------------------
 
 
-def lr_lambda(config: TrainConfig) -> Callable[[int], float]:
-    """Linear warm-up over ``warmup_steps``, then linear decay to 0 at ``steps``."""
-
-    def factor(step: int) -> float:
-        if step < config.warmup_steps:
-            return (step + 1) / config.warmup_steps
-        return max(0.0, (config.steps - step) / max(1, config.steps - config.warmup_steps))
-
-    return factor
-
-
 def precision(config: TrainConfig, device: torch.device) -> str:
     """The autocast precision: ``auto`` is bf16 on a CUDA device that supports it, else none."""
     if config.amp != "auto":
@@ -417,7 +414,10 @@ def micro_batches(config: TrainConfig, start_step: int) -> Iterator[Batch]:
     skip, epoch = start_step * config.grad_accum, 0
     while True:
         produced = 0
-        batches = iter_batches(config.corpus, micro, config.seed, epoch)
+        if config.batches == "bm25":
+            batches = neighbour_batches(config.corpus, config.neighbours, micro, config.seed, epoch)
+        else:
+            batches = iter_batches(config.corpus, micro, config.seed, epoch)
         if config.objective == "mlm":  # no in-batch positives needed: batch blocks of similar length
             batches = by_length(batches, LENGTH_POOL, config.seed, epoch)
         for batch in batches:
@@ -514,10 +514,12 @@ def train(
     model.to(device).train()
     # fused: one kernel over all parameters; the per-parameter loop took a fifth of a CPU step
     optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=config.weight_decay, fused=True)
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_lambda(config))
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config.warmup_steps, config.steps))
     amp = precision(config, device)
     scaler = torch.amp.GradScaler(device.type, enabled=amp == "fp16")  # fp16 gradients underflow without it
     step = resume(run_dir, config, model, optimizer, scheduler, scaler)
+    if step:
+        log.info("resumed %s at step %d", run_dir, step)
     if world > 1:  # start from identical weights on every rank
         for tensor in model.state_dict().values():
             dist.broadcast(tensor, src=0)
@@ -566,7 +568,10 @@ def train(
                 )
             over = deadline is not None and _agreed(time.monotonic() > deadline, device)
             if over or step % config.checkpoint_every == 0 or step == config.steps:
-                save_checkpoint(run_dir, config, step, model, optimizer, scheduler, scaler)
+                if rank == 0:
+                    save_checkpoint(
+                        run_dir, config, [{"corpus": config.corpus}], step, model, optimizer, scheduler, scaler
+                    )
             if over:
                 log.info("deadline reached at step %d of %d: checkpointed, stopping", step, config.steps)
                 break
@@ -659,7 +664,8 @@ def batch_stats(batch: StepBatch) -> dict[str, float]:
     """NPM masking statistics of a batch: spans per sequence, the fraction of real tokens masked,
     the shares of spans and of positives that are title n-grams found in a block's body
     (the subject-copy shortcut; 0 when the masking leaves them out), and those that hold a
-    date, a number or a rare token (what answers are made of; :mod:`npmcore.rarity`)."""
+    date, a number or a rare token (what answers are made of; :mod:`npmcore.rarity`), and the share of
+    positives in another document than their span's (cross-document batches raise it)."""
     if batch.npm is None:
         return {}
     npm = batch.npm
@@ -672,6 +678,8 @@ def batch_stats(batch: StepBatch) -> dict[str, float]:
         "title_positives": float(npm.span_title[npm.pos_span].sum()) / max(1, npm.pos_span.numel()),
         "rare_spans": float((npm.span_kind != OTHER).sum()) / max(1, S),
         "rare_positives": float((npm.span_kind[npm.pos_span] != OTHER).sum()) / max(1, npm.pos_span.numel()),
+        "other_document_positives": float((batch.docs[npm.pos_seq] != batch.docs[npm.span_seq[npm.pos_span]]).sum())
+        / max(1, npm.pos_span.numel()),
     }
 
 
@@ -692,66 +700,6 @@ def check_lengths(config: TrainConfig, model: PreTrainedModel) -> None:
 
 # --- checkpoints ----------------------------------------------------------------------
 
-CHECKPOINTS = "checkpoints"
-
-
-def save_checkpoint(run_dir: str, config: TrainConfig, step: int, model, optimizer, scheduler, scaler) -> str | None:
-    """Write a verified checkpoint snapshot (rank 0 only); returns its URL."""
-    if _rank_world()[0] != 0:
-        return None
-    state = {
-        "optimizer": optimizer.state_dict(),
-        "scheduler": scheduler.state_dict(),
-        "scaler": scaler.state_dict(),
-        "step": step,
-    }
-    buf = io.BytesIO()
-    torch.save(state, buf)
-    weights = io.BytesIO()
-    torch.save(model.state_dict(), weights)
-    name = f"step-{step:07d}"
-    with SnapshotWriter(run_dir, CHECKPOINTS, name) as writer:
-        writer.write_bytes("trainer.pt", buf.getvalue())
-        writer.write_bytes("model.pt", weights.getvalue())
-        writer.write_bytes("config.json", json.dumps(asdict(config), sort_keys=True).encode())
-        manifest = Manifest(
-            "checkpoint", name, [{"corpus": config.corpus}], asdict(config), {"step": step}, dict(writer.files)
-        )
-        return writer.commit(manifest)
-
-
-def newest_checkpoint(run_dir: str) -> tuple[str, Manifest] | None:
-    """URL and manifest of the newest checkpoint of a run, checksums verified (a corrupted
-    checkpoint is an error, not a silent restart); None when the run has none."""
-    found = list_snapshots(run_dir, CHECKPOINTS)
-    if not found:
-        return None
-    url, _ = max(found, key=lambda item: item[1].counts["step"])
-    return url, open_snapshot(url)
-
-
-def load_weights(url: str, model: PreTrainedModel) -> None:
-    with fsspec.open(join(url, "model.pt"), "rb") as f:
-        model.load_state_dict(torch.load(f, map_location="cpu"))
-
-
-def resume(run_dir: str, config: TrainConfig, model, optimizer, scheduler, scaler) -> int:
-    """Load the newest checkpoint of ``run_dir`` (if any) into the objects; returns its step."""
-    newest = newest_checkpoint(run_dir)
-    if newest is None:
-        return 0
-    url, manifest = newest
-    if manifest.config != json.loads(json.dumps(asdict(config))):
-        raise ValueError(f"checkpoint {url} was made with another config; use a new run folder")
-    load_weights(url, model)
-    with fsspec.open(join(url, "trainer.pt"), "rb") as f:
-        state = torch.load(f, map_location="cpu")
-    optimizer.load_state_dict(state["optimizer"])
-    scheduler.load_state_dict(state["scheduler"])
-    scaler.load_state_dict(state["scaler"])
-    log.info("resumed from %s (step %d)", url, state["step"])
-    return state["step"]
-
 
 @torch.inference_mode()
 def held_out_metrics(
@@ -771,11 +719,6 @@ def held_out_metrics(
             totals[key] = totals.get(key, 0.0) + float(value) / n_batches
     model.train(was_training)
     return totals
-
-
-def checkpoint_steps(run_dir: str) -> list[int]:
-    """Steps of a run's checkpoints, ascending."""
-    return sorted(manifest.counts["step"] for _, manifest in list_snapshots(run_dir, CHECKPOINTS))
 
 
 def load_trained(run_dir: str, step: int | None = None) -> tuple[PreTrainedTokenizerFast, PreTrainedModel, TrainConfig]:

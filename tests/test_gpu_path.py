@@ -18,6 +18,7 @@ from packaging.utils import canonicalize_name
 
 from npmcore.batching import iter_batches
 from npmcore.bundle import bundle_info, read_bundle, write_bundle
+from npmcore.checkpointing import CHECKPOINTS
 from npmcore.encoder import (
     EncoderError,
     default_encoder_path,
@@ -32,7 +33,7 @@ from npmcore.encoder import (
 from npmcore.ingest import IngestConfig, ingest
 from npmcore.snapshots import read_blocks
 from npmcore.storage import list_snapshots
-from npmcore.train import CHECKPOINTS, PRESETS, configure, train
+from npmcore.train import PRESETS, configure, train
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_MACHINE = ["torch", "transformers", "numpy", "pyarrow", "fsspec", "safetensors", "tokenizers"]  # and what they need

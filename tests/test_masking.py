@@ -323,9 +323,10 @@ def test_title_ngrams_in_the_body_are_masked_only_when_allowed(wiki_batches, tok
             config = MaskingConfig(content_words=True, title_ngrams=title_ngrams)
             mb = mask_spans(batch, tokenizer, config, torch.Generator().manual_seed(i), titles)
             check_spans(mb, batch, tokenizer, config, titles)  # span_title against the reference; none when not allowed
-            stats = batch_stats(StepBatch(mb, None))
+            stats = batch_stats(StepBatch(mb, None, torch.zeros(len(batch), dtype=torch.long)))  # one document
             assert stats["title_spans"] == pytest.approx(float(mb.span_title.float().mean()))
             assert stats["title_positives"] == pytest.approx(float(mb.span_title[mb.pos_span].float().mean()))
+            assert stats["other_document_positives"] == 0
             if title_ngrams:
                 allowed += int(mb.span_title.sum())
                 shares.append(stats["title_spans"])

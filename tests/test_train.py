@@ -19,13 +19,13 @@ from typer.testing import CliRunner
 import npmcore.train
 from flows.cli import app
 from npmcore.batching import iter_batches
+from npmcore.checkpointing import CHECKPOINTS
 from npmcore.encoder import load_encoder, load_masked_lm, load_tokenizer, mlm_head
 from npmcore.ingest import IngestConfig, ingest
 from npmcore.loss import PreBatch
 from npmcore.masking import MaskingConfig
 from npmcore.storage import SnapshotError, list_snapshots
 from npmcore.train import (
-    CHECKPOINTS,
     PREFETCH,
     PRESETS,
     TrainConfig,
@@ -354,8 +354,9 @@ def test_mixed_precision_training_runs(tmp_path, config, amp):
 def test_export_writes_fp16_weights_with_the_tokenizer_unchanged(tmp_path, config):
     from safetensors.torch import load_file
 
+    from npmcore.checkpointing import checkpoint_steps
     from npmcore.encoder import base_encoder_path, encoder_fingerprint, tokenizer_fingerprint
-    from npmcore.train import checkpoint_steps, load_trained
+    from npmcore.train import load_trained
 
     run = str(tmp_path / "run")
     _, trained = train(config, run)
