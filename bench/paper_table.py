@@ -1,7 +1,8 @@
 """NPM measured as the paper measures it: its seven open-set tasks against a real Wikipedia.
 
 Usage: python bench/paper_table.py [--store DIR] [--split test|dev] [--limit 1000] [--passages 10]
-                                   [--baseline-limit 1000] [--no-baselines] [--model ENCODER] [--dumps DIR]
+                                   [--baseline-limit 1000] [--no-baselines] [--no-adapted] [--model ENCODER]
+                                   [--dumps DIR]
 
 Through the users' path, on the two dated dumps of the same 15k articles (``shared/data/enwiki_dated``,
 unpacked once into the cache, or ``--dumps DIR`` holding ``2015-05/`` and ``2020-09/``):
@@ -9,7 +10,13 @@ unpacked once into the cache, or ``--dumps DIR`` holding ``2015-05/`` and ``2020
 1. the May 2015 dump is ingested and indexed as BM25 alone (``npmcore ingest``, ``npmcore index --bm25-only``);
    the temporal facts and entity translation are evaluated against it;
 2. the September 2020 dump is backfilled into the same store (``npmcore backfill --previous`` the 2015 index:
-   its index is BM25 alone too); the temporal facts again, then T-REx, Google-RE, KAMEL, NQ and TriviaQA.
+   its index is BM25 alone too); the temporal facts again, then T-REx, Google-RE, KAMEL, NQ and TriviaQA;
+3. the **adapted** row (``--no-adapted`` leaves it out): a query encoder (``npmcore train --side query``) trained
+   against the 2020 index on a query log, the KAMEL dev facts of half of KAMEL's relations
+   (:mod:`npmcore.evaluation.adapted`: :data:`ADAPTED_QUERIES` of them sampled, :data:`ADAPTED_STEPS` steps),
+   measured on the split's facts of the *other* half (as a cloze task: ``kamel_heldout``, and the answering
+   encoder's own score on them, ``kamel_heldout_zero_shot``) and, on the test split, TriviaQA and NQ: tasks it
+   never saw. Every other row is zero-shot: no task's facts are trained on.
 
 Every evaluation is the ``evaluate`` flow (each task an MLflow run in the store's tracking database): system
 ``npm`` (the top BM25 passages encoded per query, evidence scoring: ``--passages`` of them for the five
@@ -34,7 +41,8 @@ baselines out (comparing encoders on dev). The last line is one JSON object, als
      "ceilings": {task: share}, "query_copy_rates": {task: share},
      "baselines": {"mlm-head": {task: score}, "mlm-read": {…}},
      "corpus_tokens": {"2015-05", "2020-09"}, "indexes": {"2015-05", "2020-09"},
-     "passages": {"knowledge", "temporal", "entity_translation"}, "split", "n",
+     "passages": {"knowledge", "temporal", "entity_translation"}, "split", "n", "model",
+     "adapted": {"kamel_heldout", "kamel_heldout_zero_shot", "triviaqa", "nq", "trained_on", "encoder"},
      "seconds"}
 
 ``entity_translation`` is the average over the languages with at least 30 facts of their exact match (the
@@ -58,17 +66,22 @@ from flows.index import IndexParams, index_corpus  # noqa: E402
 from flows.ingest import ingest_corpus  # noqa: E402
 from flows.params import ClusterParams, IngestParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
+from flows.train import QueryTrainParams, train_query_encoder  # noqa: E402
+from npmcore.evaluation.adapted import kamel_facts, kamel_halves, write_query_log  # noqa: E402
 from npmcore.evaluation.baselines import BASELINES  # noqa: E402
 from npmcore.evaluation.dumps import dated_dump  # noqa: E402
 from npmcore.evaluation.tasks import DEV_SPLITS  # noqa: E402
 from npmcore.snapshots import open_index  # noqa: E402
-from npmcore.storage import join  # noqa: E402
+from npmcore.storage import cache_dir, join  # noqa: E402
+from npmcore.tracking import resolve_encoder  # noqa: E402
 
 KNOWLEDGE = ("trex", "google_re", "kamel", "nq", "triviaqa")
 QUERY_WORDS_ALLOWED = ("trex", "google_re", "kamel")  # chosen on their dev facts (module docstring)
 KNOWLEDGE_PASSAGES = 10  # top BM25 passages of the knowledge tasks, chosen on their dev facts (module docstring)
 NAMES_PASSAGES = 3  # of the temporal facts and entity translation, answered from an article's own sentences
 MIN_LANGUAGE_FACTS = 30  # the languages averaged for entity translation
+ADAPTED_QUERIES = 6000  # the adapted row's query log: a seeded sample of the KAMEL dev facts of half the relations
+ADAPTED_STEPS = 400  # of 16 queries
 
 
 def rows_by(rows: list[EvalRow]) -> dict[tuple[str, str], EvalRow]:
@@ -99,6 +112,9 @@ def main() -> None:
     parser.add_argument("--dumps", type=Path, default=None, help="folder holding 2015-05/ and 2020-09/")
     parser.add_argument("--model", default=None, help="the encoder that answers (default: the shipped one)")
     parser.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=True, help="mlm-head, mlm-read")
+    parser.add_argument(
+        "--adapted", action=argparse.BooleanOptionalAction, default=True, help="the adapted row (module docstring)"
+    )
     args = parser.parse_args()
     if "://" not in args.store:
         args.store = str(Path(args.store).resolve())
@@ -107,7 +123,14 @@ def main() -> None:
     knowledge = [t for t in KNOWLEDGE if args.split == "test" or t in DEV_SPLITS]
 
     def run(
-        tasks: list[str], index: str, systems: list[str], limit: int, passages: int, query_words: bool = False
+        tasks: list[str],
+        index: str,
+        systems: list[str],
+        limit: int,
+        passages: int,
+        query_words: bool = False,
+        model: str | None = args.model,
+        data: Path | None = None,
     ) -> dict[tuple[str, str], EvalRow]:
         if not tasks or not systems:  # the dev split has no NQ or TriviaQA; --no-baselines
             return {}
@@ -120,10 +143,45 @@ def main() -> None:
             split=args.split,
             passages=passages,
             exclude_query_words=not query_words,
-            model=args.model,
+            model=model,
+            data=None if data is None else str(data),
             experiment="npm-paper-table",
         )
         return rows_by(evaluate(params))
+
+    def adapted_row(index: str) -> dict:
+        """A query encoder trained on the KAMEL dev facts of half the relations (a query log) against ``index``,
+        measured on the other half's facts of the split, and (test) on TriviaQA and NQ; beside it, the answering
+        encoder on the same held-out facts."""
+        trained, held = kamel_halves()
+        folder = Path(args.store if "://" not in args.store else cache_dir()) / "adapted"
+        folder.mkdir(parents=True, exist_ok=True)
+        log = write_query_log(kamel_facts(trained, "dev"), folder / "kamel-dev-trained-relations.jsonl")
+        heldout = write_query_log(kamel_facts(held, args.split), folder / f"kamel-{args.split}-heldout-relations.jsonl")
+        params = QueryTrainParams(
+            store=args.store,
+            index=index,
+            queries=str(log),
+            count=ADAPTED_QUERIES,
+            steps=ADAPTED_STEPS,
+            passages=args.passages,
+            experiment="npm-paper-table",
+        )
+        model = train_query_encoder(params)
+        encoder = resolve_encoder(model, args.store)
+        mine = run(["cloze"], index, ["npm"], args.limit, args.passages, query_words=True, model=encoder, data=heldout)
+        theirs = run(["cloze"], index, ["npm"], args.limit, args.passages, query_words=True, data=heldout)
+        questions = run([t for t in ("triviaqa", "nq") if t in knowledge], index, ["npm"], args.limit, args.passages,
+                        model=encoder)  # fmt: skip
+        return {
+            "kamel_heldout": mine[("cloze", "npm")].score,
+            "kamel_heldout_zero_shot": theirs[("cloze", "npm")].score,
+            "triviaqa": questions[("triviaqa", "npm")].score if questions else None,
+            "nq": questions[("nq", "npm")].score if questions else None,
+            "trained_on": f"KAMEL dev facts of {len(trained)} relations ({ADAPTED_QUERIES} sampled of "
+            f"{sum(1 for _ in log.open())}); measured on the {args.split} facts of the other {len(held)}",
+            "encoder": model,
+        }
 
     with prefect_api():
         cluster = ClusterParams()
@@ -140,6 +198,7 @@ def main() -> None:
         after |= run([t for t in knowledge if t not in allowed], new, ["npm"], args.limit, args.passages)
         after |= run(allowed, new, ["npm"], args.limit, args.passages, query_words=True)
         after |= run(knowledge, new, baselines, args.baseline_limit, args.passages)
+        adapted = adapted_row(new) if args.adapted else None
 
     temporal = {
         f"{kind}_{when}": rows[("temporal", "npm")].breakdown[f"exact_match.{kind}"]
@@ -168,6 +227,7 @@ def main() -> None:
             for system in baselines
         },
         "model": args.model or "default",
+        "adapted": adapted,
         "n": {t: after[(t, "npm")].n for t in knowledge}
         | {"entity_translation": before[("entity_translation", "npm")].n}
         | {"temporal": after[("temporal", "npm")].n},

@@ -30,6 +30,7 @@ from npmcore.cluster import dask_cluster
 from npmcore.corpus import CorpusError, Format, detect_format
 from npmcore.encoder import cached_encoder, encoder_fingerprint
 from npmcore.ingest import expand_inputs
+from npmcore.query_encoder import embedding_encoder
 from npmcore.serving import read_serving, set_serving
 from npmcore.snapshots import INDEX, IndexSnapshot, open_corpus, open_datastore, open_index
 from npmcore.storage import list_snapshots
@@ -125,7 +126,7 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
     start = time.perf_counter()
     with dask_cluster(params.cluster.dask_address, params.cluster.n_workers, params.store) as address:
         cluster = ClusterParams(dask_address=address)  # both stages on one cluster: its workers stay warm
-        encoder = resolve_encoder(params.model, params.store)
+        encoder = embedding_encoder(resolve_encoder(params.model, params.store))  # a query encoder's passage encoder
         fingerprint = encoder_fingerprint(cached_encoder(encoder)[1])
         # the corpus of the newest index: a dump copies its unchanged pages, WARC files extend it
         earlier = (

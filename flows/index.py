@@ -16,6 +16,7 @@ from npmcore.datastore import embedding_precision, embedding_seconds
 from npmcore.encoder import Precision
 from npmcore.faiss_index import duration
 from npmcore.indexer import IndexConfig, corpus_choice
+from npmcore.query_encoder import embedding_encoder
 from npmcore.snapshots import newest_corpus, open_index
 from npmcore.tracking import resolve_encoder
 from tasks.index import (
@@ -103,7 +104,7 @@ def index_corpus(params: IndexParams | None = None, previous: str | None = None,
     """
     params = params or IndexParams()
     corpus = params.corpus or newest_corpus(params.store)
-    encoder = resolve_encoder(params.model, params.store)
+    encoder = embedding_encoder(resolve_encoder(params.model, params.store))  # a query encoder's passage encoder
     if not params.vectors:
         if previous is not None and open_index(previous).vectors:
             raise ValueError(f"index {previous} holds vectors: a backfill of it builds vectors too")

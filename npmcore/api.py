@@ -59,14 +59,15 @@ class Settings:
     poll_s: float = 2.0  # how often the serving pointer is read
     token: str | None = None  # bearer token every request but /livez and /readyz must carry
     precision: Setting = "auto"  # of the query encoder (npmcore.precision)
+    model: str | None = None  # the encoder of queries (a query encoder: npmcore.query_encoder); None: each index's own
 
 
 class Served:
     """An index loaded for queries, with the requests using it (freed when retired and unused)."""
 
-    def __init__(self, url: str, precision: Setting = "auto"):
+    def __init__(self, url: str, precision: Setting = "auto", model: str | None = None):
         self.url = url
-        self.npm = NPM(url, precision=precision)  # verifies every file's checksum
+        self.npm = NPM(url, encoder=model, precision=precision)  # verifies every file's checksum
         self.manifest = read_manifest(url)
         self.loaded_at = time.time()
         self.in_flight = 0
@@ -149,7 +150,7 @@ class Service:
     def load(self, url: str) -> None:
         """Load and check ``url`` beside the served index, then switch to it; a failure leaves the old one."""
         try:
-            new = Served(url, self.settings.precision)
+            new = Served(url, self.settings.precision, self.settings.model)
             new.check()
         except Exception as e:  # a broken index of any kind: refused, the old one keeps serving
             reason = f"{type(e).__name__}: {e}".splitlines()[0][:300]
@@ -491,6 +492,8 @@ def create_app(settings: Settings) -> FastAPI:
             "corpus": served.npm.index_snapshot.corpus,
             "encoder": m.config["encoder"],
             "encoder_fingerprint": m.config["encoder_fingerprint"],
+            "query_encoder": served.npm.encoder_source if served.npm.passage_side else None,
+            "query_encoder_fingerprint": served.npm.fingerprint,
             "precision": served.npm.precision,
             "index_precision": served.npm.index_snapshot.precision,
             "loaded_at": served.loaded_at,

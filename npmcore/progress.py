@@ -121,7 +121,8 @@ def shard_progress(description: str, total_bytes: int, terminal: bool) -> Iterat
 
 def _step_detail(stats: object) -> str:
     acc = f"start-acc {stats.start_acc:.2f}" if stats.start_acc is not None else f"mlm-acc {stats.mlm_acc:.2f}"
-    return f"loss {stats.loss:.3f} {acc} {stats.tokens_per_s:,.0f} tok/s"
+    rate = getattr(stats, "queries_per_s", None)  # query-side training counts queries, not tokens
+    return f"loss {stats.loss:.3f} {acc} " + (f"{rate:,.1f} queries/s" if rate else f"{stats.tokens_per_s:,.0f} tok/s")
 
 
 @contextmanager

@@ -47,6 +47,16 @@ def passage_source(side: PassageSide) -> str:
     return str(default_encoder_path()) if side.encoder == "default" else side.encoder
 
 
+def embedding_encoder(source: str | None) -> str | None:
+    """The encoder that embeds passages for the encoder at ``source``: a query encoder's passage encoder
+    (None: the shipped one), any other encoder itself. An index built "with" a query encoder holds its passage
+    encoder's vectors: the datastore of that encoder is reused, nothing is embedded again."""
+    side = None if source is None else passage_side(source)
+    if side is None:
+        return source
+    return None if side.encoder == "default" else side.encoder
+
+
 def check_passage_weights(query_source: str, side: PassageSide, fingerprint: str) -> None:
     """Refuse a passage encoder whose weights are not those the query encoder was trained for.
 

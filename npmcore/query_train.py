@@ -36,7 +36,7 @@ from npmcore.checkpointing import load_weights, lr_schedule, newest_checkpoint, 
 from npmcore.encoder import load_masked_lm, local_model_dir, save_fp16
 from npmcore.inference import NPM, QueryError
 from npmcore.query_encoder import PassageSide, write_passage_side
-from npmcore.reading import ReadingSet, cloze_examples, read_examples, reading_set
+from npmcore.reading import ReadingSet, Unseen, cloze_examples, read_examples, reading_set
 
 log = logging.getLogger(__name__)
 CLOZE = "cloze"
@@ -46,8 +46,9 @@ CLOZE = "cloze"
 class QueryTrainConfig:
     index: str  # its BM25 finds each query's passages; its datastore (or the passage encoder) gives their vectors
     examples: str = CLOZE  # "cloze": drawn from the index's corpus (zero-shot); else a jsonl of {"query", "answers"}
-    count: int = 4000  # cloze examples drawn
+    count: int = 4000  # examples: cloze ones drawn, or a seeded sample of a query log that holds more
     passages: int = 10  # top BM25 passages of a query: its candidates (as the paper table answers)
+    unseen: Unseen = "document"  # cloze: never searched, the query's own document or only its own block
     encoder: str | None = None  # the passage encoder, and where the query encoder starts; None: the index's
     steps: int = 1000
     batch_size: int = 16  # queries per step
@@ -75,8 +76,8 @@ class QueryTrainConfig:
 class QueryStepStats:
     step: int
     loss: float
-    start_top1: float  # share of queries whose best start candidate is a gold start
-    end_top1: float
+    start_acc: float  # share of queries whose best start candidate is a gold start
+    end_acc: float
     lr: float
     queries_per_s: float
     candidates: float  # mean candidate tokens a query
@@ -86,7 +87,7 @@ class PassageVectors:
     """Vectors of the passages of an index as NPM reads them (its datastore, or the passage encoder's
     forward), those encoded kept in memory up to ``max_tokens`` (least recently used dropped first)."""
 
-    def __init__(self, npm: NPM, max_tokens: int = 20_000_000):
+    def __init__(self, npm: NPM, max_tokens: int = 4_000_000):  # 3 GB of fp16 at d = 384
         self.npm, self.max_tokens, self.tokens = npm, max_tokens, 0
         self.kept: OrderedDict[int, np.ndarray] = OrderedDict()
 
@@ -126,7 +127,7 @@ def query_loss(
         logits = torch.einsum("bd,bnd->bn", q, candidates) * scale
         logits = logits.masked_fill(~valid, float("-inf"))
         losses.append(torch.logsumexp(logits, 1) - torch.logsumexp(logits.masked_fill(~positive, float("-inf")), 1))
-        stats[f"{name}_top1"] = positive.gather(1, logits.argmax(1, keepdim=True)).float().mean()
+        stats[f"{name}_acc"] = positive.gather(1, logits.argmax(1, keepdim=True)).float().mean()
     return (losses[0] + losses[1]).mean(), stats
 
 
@@ -150,13 +151,15 @@ def training_sets(config: QueryTrainConfig, npm: NPM) -> list[ReadingSet]:
         examples = cloze_examples(npm.index_snapshot.corpus, config.count, config.seed)
     else:
         examples = read_examples(config.examples)
+        if len(examples) > config.count:
+            examples = random.Random(config.seed).sample(examples, config.count)
     sets = []
     for example in examples:
         try:
             npm.query_ids(example.query, 2)
         except QueryError:
             continue
-        if (found := reading_set(npm, example, config.passages)) is not None:
+        if (found := reading_set(npm, example, config.passages, config.unseen)) is not None:
             sets.append(found)
     log.info(
         "%d of %d examples have an answer in their top %d passages (%.0f s)",
@@ -203,7 +206,7 @@ def train_query(
     encoder with its masked-LM head (untouched) and the NPM of the training index (its passage side).
 
     ``stop_after``: stop after this step without finishing (to test interruption)."""
-    npm = NPM(config.index, encoder=config.encoder, precision="f32")
+    npm = NPM(config.index, encoder=config.encoder)  # passages in this machine's precision, as queries will read them
     if npm.passage_side is not None:
         raise ValueError(f"{npm.encoder_source} is a query encoder: train from its passage encoder")
     sets = training_sets(config, npm)
@@ -235,9 +238,9 @@ def train_query(
             on_step(
                 QueryStepStats(
                     step,
-                    float(loss),
-                    float(stats["start_top1"]),
-                    float(stats["end_top1"]),
+                    float(loss.detach()),
+                    float(stats["start_acc"]),
+                    float(stats["end_acc"]),
                     scheduler.get_last_lr()[0],
                     len(batch) / (time.perf_counter() - started),
                     float(valid.sum()) / len(batch),

@@ -23,6 +23,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 
@@ -35,14 +36,15 @@ from npmcore.snapshots import read_blocks
 
 _ARTICLE = re.compile(r"^(?:the|an?)\s+", re.IGNORECASE)
 KINDS = ("name", "date", "number")  # what cloze examples mask: the kinds knowledge questions ask for
-SEARCHED_EXTRA = 10  # BM25 passages asked for beyond ``passages``: those of the example's own document are dropped
+Unseen = Literal["document", "block"]  # what of a cloze query's source is never searched
+SEARCHED_EXTRA = 10  # BM25 passages asked for beyond ``passages``: those of the example's own source are dropped
 
 
 @dataclass(frozen=True)
 class QueryExample:
     query: str  # one [MASK]
     answers: tuple[str, ...]
-    doc_id: str | None = None  # the document the query was drawn from: never searched (None: a user's query)
+    source: str | None = None  # the block the query was drawn from ("{doc_id}#{n}"); None: a user's query
 
 
 @dataclass(frozen=True)
@@ -67,8 +69,8 @@ def cloze_examples(corpus: str, count: int, seed: int) -> list[QueryExample]:
     """
     rows = [
         row
-        for table in read_blocks(corpus, ["doc_id", "text"])
-        for row in zip(table.column("doc_id").to_pylist(), table.column("text").to_pylist(), strict=True)
+        for table in read_blocks(corpus, ["block_id", "text"])
+        for row in zip(table.column("block_id").to_pylist(), table.column("text").to_pylist(), strict=True)
     ]
     rng = random.Random(seed)
     rng.shuffle(rows)
@@ -76,7 +78,7 @@ def cloze_examples(corpus: str, count: int, seed: int) -> list[QueryExample]:
     drawn: list[QueryExample] = []
     used: set[str] = set()
     for shares in (True, False):  # the kinds in equal shares, then whatever is left
-        for doc_id, text in rows:
+        for block_id, text in rows:
             for sentence in sentences(text):
                 phrases = [p for p in maskable(sentence) if p[0] in KINDS and (wanted[p[0]] > 0 or not shares)]
                 if not phrases or sentence in used:
@@ -85,7 +87,7 @@ def cloze_examples(corpus: str, count: int, seed: int) -> list[QueryExample]:
                 kind, lo, hi = rng.choice([p for p in phrases if wanted[p[0]] == most])
                 wanted[kind] -= 1
                 used.add(sentence)
-                drawn.append(QueryExample(sentence[:lo] + MASK + sentence[hi:], (sentence[lo:hi],), doc_id))
+                drawn.append(QueryExample(sentence[:lo] + MASK + sentence[hi:], (sentence[lo:hi],), block_id))
                 if len(drawn) == count:
                     return drawn
     raise ValueError(f"corpus {corpus} holds {len(drawn)} maskable sentences of the kinds asked for, {count} wanted")
@@ -117,13 +119,15 @@ def read_examples(path: str | Path) -> list[QueryExample]:
     return out
 
 
-def reading_set(npm: NPM, example: QueryExample, passages: int) -> ReadingSet | None:
-    """The example's top ``passages`` BM25 passages of ``npm``'s index (none of its own document), their
+def reading_set(npm: NPM, example: QueryExample, passages: int, unseen: Unseen = "document") -> ReadingSet | None:
+    """The example's top ``passages`` BM25 passages of ``npm``'s index (none of its own document, or with
+    ``unseen="block"`` none of its own block: the rest of its article says other things in other words), their
     content tokens as candidates and, among them, where a gold answer starts and ends: the spans NPM could
     answer (whole words, a content word first and last: :func:`npmcore.phrases.content_spans`) whose text is
     a gold answer (:func:`npmcore.evaluation.metrics.exact_match`). None when no passage writes one."""
-    found = npm.bm25_blocks(example.query, passages + (SEARCHED_EXTRA if example.doc_id else 0))
-    blocks = [b for b in found if example.doc_id is None or doc_of(npm, b) != example.doc_id][:passages]
+    found = npm.bm25_blocks(example.query, passages + (SEARCHED_EXTRA if example.source else 0))
+    blocks = [b for b in found if example.source is None or not same(npm.evidence.block_id(b), example.source, unseen)]
+    blocks = blocks[:passages]
     offsets = npm.corpus.offsets
     ids = np.concatenate([np.arange(offsets[b], offsets[b + 1]) for b in blocks] or [np.empty(0, dtype=np.int64)])
     spans = np.array([span for block in blocks for span in answer_spans(npm, block, example.answers)], dtype=np.int64)
@@ -148,6 +152,6 @@ def answer_spans(npm: NPM, block: int, answers: tuple[str, ...]) -> Iterator[tup
                 yield lo + first, lo + last
 
 
-def doc_of(npm: NPM, block: int) -> str:
-    """The document id of a global block number (its block id is ``{doc_id}#{n}``)."""
-    return npm.evidence.block_id(block).rsplit("#", 1)[0]
+def same(block_id: str, source: str, unseen: Unseen) -> bool:
+    """Whether a block is the source's own (``unseen="block"``) or of its document (block ids ``{doc_id}#{n}``)."""
+    return block_id == source if unseen == "block" else block_id.rsplit("#", 1)[0] == source.rsplit("#", 1)[0]

@@ -16,11 +16,13 @@ from mlflow.tracking._model_registry import utils as _registry_utils
 from mlflow.tracking._tracking_service import utils as _tracking_utils
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from npmcore.query_encoder import QUERY_ENCODER
 from npmcore.ranking import RANKER_FILE
 
 log = logging.getLogger(__name__)
 
 REGISTERED_MODEL = "npm-encoder"
+QUERY_MODEL = "npm-query-encoder"  # query encoders (npmcore.query_encoder), each naming its passage encoder
 _VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_EXPERIMENT_ID")
 
 
@@ -113,26 +115,28 @@ def log_config(config: dict, run_dir: str) -> None:
     mlflow.set_tag("run_dir", run_dir)
 
 
-def log_encoder(tokenizer: PreTrainedTokenizerFast, model: PreTrainedModel, alias: str | None = None) -> str:
+def log_encoder(
+    tokenizer: PreTrainedTokenizerFast, model: PreTrainedModel, alias: str | None = None, name: str = REGISTERED_MODEL
+) -> str:
     """Log the encoder with its MLM head (transformers flavour, a ``*ForMaskedLM`` model) in the
-    active run, register it as ``npm-encoder`` and optionally point ``alias`` at the new
-    version; returns its URI."""
+    active run, register it as ``name`` (``npm-encoder``; query encoders ``npm-query-encoder``) and
+    optionally point ``alias`` at the new version; returns its URI."""
     info = mlflow.transformers.log_model(
         transformers_model={"model": model, "tokenizer": tokenizer},
         name="encoder",
         task="fill-mask",
-        registered_model_name=REGISTERED_MODEL,
+        registered_model_name=name,
         # Stated, not inferred: inference imports optional packages (torchvision) that are not installed.
         pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", f"transformers=={transformers.__version__}"],
     )
     version = str(info.registered_model_version)
     if alias:
-        MlflowClient().set_registered_model_alias(REGISTERED_MODEL, alias, version)
+        MlflowClient().set_registered_model_alias(name, alias, version)
     log.info(
         "registered %s version %s%s in the registry at %s",
-        REGISTERED_MODEL, version, f" as @{alias}" if alias else "", mlflow.get_registry_uri(),
+        name, version, f" as @{alias}" if alias else "", mlflow.get_registry_uri(),
     )  # fmt: skip
-    return f"models:/{REGISTERED_MODEL}/{version}"
+    return f"models:/{name}/{version}"
 
 
 def check_registered(model_uri: str, uri: str) -> None:
@@ -160,7 +164,8 @@ def register_checkpoint(run_dir: str, uri: str, experiment: str, alias: str | No
 def register_encoder(folder: str, uri: str, experiment: str, alias: str | None = None) -> str:
     """Log an encoder folder (e.g. returned by a GPU run, weights in parts) in a new MLflow run;
     its ``training.json`` (config and metrics, written beside the weights) becomes params and metrics,
-    and its evidence-scoring weights (``ranker.json``) an artifact that :func:`export_encoder` brings back."""
+    and its evidence-scoring weights (``ranker.json``) an artifact that :func:`export_encoder` brings back;
+    so does a query encoder's ``query_encoder.json``, which registers it as ``npm-query-encoder``."""
     import json
 
     from npmcore.encoder import load_masked_lm
@@ -172,16 +177,18 @@ def register_encoder(folder: str, uri: str, experiment: str, alias: str | None =
             training = json.loads(summary.read_text())
             log_config(training["config"], folder)
             mlflow.log_metrics({k: float(v) for k, v in training["metrics"].items()})
-        if Path(folder, RANKER_FILE).exists():
-            mlflow.log_artifact(str(Path(folder, RANKER_FILE)))
-        return log_encoder(tokenizer, model, alias)
+        for name in (RANKER_FILE, QUERY_ENCODER):
+            if Path(folder, name).exists():
+                mlflow.log_artifact(str(Path(folder, name)))
+        query = Path(folder, QUERY_ENCODER).exists()  # a query encoder: registered as one
+        return log_encoder(tokenizer, model, alias, QUERY_MODEL if query else REGISTERED_MODEL)
 
 
 def export_encoder(model_uri: str, store: str) -> str:
     """Copy a registered encoder (``models:/npm-encoder@champion``, ``models:/npm-encoder/3``)
     out of MLflow into an encoder snapshot ``{store}/encoder/{weights digest}`` that every
-    worker can load like any Hugging Face model folder, with the ``ranker.json`` its run logged
-    (:func:`register_encoder`); returns its URL (reused when there)."""
+    worker can load like any Hugging Face model folder, with the ``ranker.json`` and (a query encoder's)
+    ``query_encoder.json`` its run logged (:func:`register_encoder`); returns its URL (reused when there)."""
     import tempfile
 
     from npmcore.encoder import encoder_fingerprint
@@ -205,9 +212,11 @@ def export_encoder(model_uri: str, store: str) -> str:
     with tempfile.TemporaryDirectory() as tmp, SnapshotWriter(store, ENCODER, snap_id) as writer:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
-        run_id = mlflow.models.get_model_info(model_uri).run_id  # the run that logged it, and its ranker.json
-        if run_id and RANKER_FILE in {a.path for a in MlflowClient().list_artifacts(run_id)}:
-            mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=RANKER_FILE, dst_path=tmp)
+        run_id = mlflow.models.get_model_info(model_uri).run_id  # the run that logged it, its ranker.json and
+        logged = {a.path for a in MlflowClient().list_artifacts(run_id)} if run_id else set()  # passage side
+        for name in (RANKER_FILE, QUERY_ENCODER):
+            if name in logged:
+                mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=name, dst_path=tmp)
         for path in sorted(Path(tmp).iterdir()):
             with open(path, "rb") as src:
                 data = src.read()

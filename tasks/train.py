@@ -1,14 +1,19 @@
-"""Training tasks: a training run with per-step MLflow metrics and registry logging; checkpoint export."""
+"""Training tasks: a training run (both sides, or query-side) with per-step MLflow metrics and registry logging;
+checkpoint export."""
 
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 import mlflow
 from prefect import task
 
+from npmcore.encoder import load_masked_lm
 from npmcore.progress import step_progress
+from npmcore.query_encoder import QUERY_ENCODER, passage_side
+from npmcore.query_train import QueryStepStats, QueryTrainConfig, export_query_encoder, train_query
 from npmcore.storage import join
-from npmcore.tracking import describe_version, log_config, log_encoder, log_snapshot_input, tracking
+from npmcore.tracking import QUERY_MODEL, describe_version, log_config, log_encoder, log_snapshot_input, tracking
 from npmcore.train import StepStats, TrainConfig, export_checkpoint, held_out_metrics, load_trained, train
 from tasks import HOUR, inputs_and_version, is_transient, link_runs
 
@@ -83,3 +88,51 @@ def held_out_task(run_dir: str, step: int, corpus: str, batches: int) -> dict[st
     with the run's fresh MLM head) on ``batches`` batches of a held-out corpus snapshot."""
     tokenizer, model, config = load_trained(run_dir, step)
     return held_out_metrics(model, tokenizer, config, corpus, batches)
+
+
+def _log_query_step(stats: QueryStepStats) -> None:
+    mlflow.log_metrics({k: v for k, v in asdict(stats).items() if k != "step"}, step=stats.step)
+
+
+@task(
+    name="train-query-encoder",
+    retries=1,
+    retry_delay_seconds=30,
+    retry_condition_fn=is_transient,
+    timeout_seconds=7 * 24 * HOUR,
+    cache_key_fn=inputs_and_version,
+    persist_result=True,
+)
+def train_query_task(
+    config: QueryTrainConfig, store: str, tracking_uri: str, experiment: str, alias: str | None, progress: bool
+) -> str:
+    """Query-side training in a new MLflow run (resuming its run folder's newest checkpoint on a retry); the
+    query encoder is registered as ``npm-query-encoder`` with the passage encoder it names (its
+    ``query_encoder.json`` an artifact, the encoder and its weights tags); returns the registered model URI."""
+    with tracking(tracking_uri, experiment), mlflow.start_run(run_name=f"query side {config.steps} steps") as run:
+        run_dir = join(store, "runs", run.info.run_id)
+        log_config(asdict(config), run_dir)
+        mlflow.set_tag("side", "query")
+        log_snapshot_input("index", config.index, "training")
+        link_runs(tracking_uri)
+        with step_progress("query-side training", config.steps, terminal=progress) as show:
+
+            def on_step(stats: QueryStepStats) -> None:
+                _log_query_step(stats)
+                show(stats)
+
+            train_query(config, run_dir, on_step=on_step)
+        with tempfile.TemporaryDirectory() as tmp:
+            folder = export_query_encoder(run_dir, Path(tmp) / "query-encoder")
+            side = passage_side(str(folder))
+            mlflow.set_tags({"passage_encoder": side.encoder, "passage_fingerprint": side.fingerprint})
+            mlflow.log_artifact(str(folder / QUERY_ENCODER))
+            tokenizer, model = load_masked_lm(folder)
+            uri = log_encoder(tokenizer, model, alias, QUERY_MODEL)
+        describe_version(
+            uri,
+            f"Query encoder for passage encoder {side.encoder} (weights {side.fingerprint}): {config.steps} steps of "
+            f"{config.batch_size} queries ({config.examples}) against the top {config.passages} BM25 passages of "
+            f"index {config.index}, lr {config.lr:g}. MLflow run {run.info.run_id}.",
+        )
+        return uri

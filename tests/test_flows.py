@@ -120,13 +120,13 @@ def test_train_params_keep_the_presets_masking_unless_overridden():
     from npmcore.masking import MaskingConfig
     from npmcore.train import PRESETS
 
-    quality = TrainParams(store="/tmp/unused", preset="cpu-quality").config("corpus", None)
+    quality = TrainParams(store="/tmp/unused", preset="cpu-quality").config("corpus", None, None)
     assert quality.masking == PRESETS["cpu-quality"]["masking"] and quality.masking.content_words
     assert quality.steps == PRESETS["cpu-quality"]["steps"]
-    ratio = TrainParams(store="/tmp/unused", preset="cpu-quality", mask_ratio=0.3).config("corpus", None)
+    ratio = TrainParams(store="/tmp/unused", preset="cpu-quality", mask_ratio=0.3).config("corpus", None, None)
     assert ratio.masking == MaskingConfig(ratio=0.3, content_words=True, title_ngrams=False)
-    assert TrainParams(store="/tmp/unused").config("corpus", None).masking == MaskingConfig()
-    short = TrainParams(store="/tmp/unused", preset="cpu-quality", steps=8).config("corpus", "models-folder")
+    assert TrainParams(store="/tmp/unused").config("corpus", None, None).masking == MaskingConfig()
+    short = TrainParams(store="/tmp/unused", preset="cpu-quality", steps=8).config("corpus", "models-folder", None)
     assert (short.steps, short.warmup_steps, short.encoder) == (8, 1, "models-folder")  # the preset's warm-up share
 
 

@@ -30,7 +30,7 @@ def test_cloze_examples_mask_one_name_date_or_number_of_a_corpus_sentence(news_s
     assert len(examples) == 45 and examples == cloze_examples(news_store.corpus, 45, seed=1)
     assert examples != cloze_examples(news_store.corpus, 45, seed=2)
     for example in examples:
-        assert example.query.count("[MASK]") == 1 and example.doc_id is not None
+        assert example.query.count("[MASK]") == 1 and example.source is not None
         (answer,) = example.answers
         assert answer not in example.query  # the phrase occurs once in its sentence
     kinds = {"date": 0, "number": 0, "name": 0}
@@ -47,7 +47,7 @@ def test_a_reading_set_holds_every_whole_word_occurrence_of_an_answer_and_nothin
     for example in cloze_examples(news_store.corpus, 45, seed=0):
         reading = reading_set(npm, example, passages=5)
         searched = npm.bm25_blocks(example.query, 15)
-        own = [b for b in searched if npm.evidence.block_id(b).rsplit("#", 1)[0] == example.doc_id]
+        own = [b for b in searched if npm.evidence.block_id(b).rsplit("#", 1)[0] == example.source.split("#")[0]]
         if reading is None:
             continue
         found += 1
@@ -99,7 +99,7 @@ def test_the_loss_is_npms_over_each_querys_own_candidates():
             expected -= np.log(sum(np.exp(s) for i, s in enumerate(scores) if positive[i]) / total)
         top1.append(bool(starts[b, int(np.argmax([float(candidates[b, i] @ q_start[b]) for i in range(n)]))]))
     assert float(loss) == pytest.approx(expected / B, rel=1e-5)
-    assert float(stats["start_top1"]) == pytest.approx(np.mean(top1))
+    assert float(stats["start_acc"]) == pytest.approx(np.mean(top1))
 
 
 def test_each_epoch_visits_every_example_once_in_a_seeded_order():
@@ -141,7 +141,7 @@ def trained(news_store, tmp_path_factory):
 def test_query_side_training_learns_and_resumes_exactly(trained):
     _, straight, resumed, logged, _ = trained
     assert [s.step for s in logged] == [1, 2, 3, 4] and all(np.isfinite(s.loss) for s in logged)
-    assert all(0 <= s.start_top1 <= 1 and s.candidates > 0 for s in logged)
+    assert all(0 <= s.start_acc <= 1 and s.candidates > 0 for s in logged)
     for (name, a), b in zip(straight.state_dict().items(), resumed.state_dict().values(), strict=True):
         assert torch.equal(a, b), name
 
@@ -189,3 +189,35 @@ def test_a_query_encoder_is_refused_with_an_index_of_another_encoders_vectors(tr
 
 def fingerprint_of(source: str | None) -> str:
     return encoder_fingerprint(cached_encoder(source)[1])
+
+
+def test_the_adapted_query_log_trains_on_half_of_kamels_relations_and_holds_out_the_other(tmp_path):
+    from npmcore.evaluation.adapted import kamel_facts, kamel_halves, relation_of, write_query_log
+
+    trained, held = kamel_halves()
+    assert trained and held and not trained & held and len(trained) + len(held) == 234
+    log = write_query_log(kamel_facts(trained, "dev")[:50], tmp_path / "log.jsonl")
+    read = read_examples(log)
+    assert len(read) == 50 and all(e.source is None and e.query.endswith("Answer: [MASK].") for e in read)
+    assert {relation_of(e) for e in kamel_facts(held, "test")} == held
+
+
+def test_npmcore_train_side_query_registers_a_query_encoder_that_query_uses(news_store, tmp_path):
+    """The users' path: `npmcore train --side query` against an index, registered as npm-query-encoder with its
+    passage side; `npmcore query --model models:/npm-query-encoder/1` answers with it."""
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
+    store = tmp_path / "store"
+    shutil.copytree(news_store.store, store, ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts", "runs"))
+    index = f"{store}/index/{news_store.index.rsplit('/', 1)[1]}"
+    args = ["train", "--side", "query", "--store", str(store), "--index", index, "--count", "45", "--passages", "3"]
+    trained = CliRunner().invoke(app, [*args, "--steps", "2", "--batch-size", "4", "--warmup-steps", "1"])
+    assert trained.exit_code == 0, trained.output
+    assert trained.output.strip().splitlines()[-1] == "models:/npm-query-encoder/1"
+    refused = CliRunner().invoke(app, [*args, "--preset", "cpu-quality"])
+    assert refused.exit_code == 2 and "--preset: for --side both only" in refused.output
+    query = "Australian firefighters battled bushfires near [MASK]."
+    answered = CliRunner().invoke(app, ["query", query, "--index", index, "--model", "models:/npm-query-encoder/1"])
+    assert answered.exit_code == 0, answered.output

@@ -136,7 +136,14 @@ def query_command(
         list[str], typer.Argument(help='Queries with one [MASK] each, e.g. "Thessaloniki is a city in [MASK]."')
     ],
     index_url: Annotated[str, typer.Option("--index", help="Index snapshot URL (from npmcore index).")],
-    model: Annotated[str | None, typer.Option(help="Encoder (default: the one the index was built with).")] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Encoder of the queries (default: the one the index was built with): another of the same tokenizer "
+            "(BM25-restricted queries only), or a query encoder (its folder or models:/npm-query-encoder/N in the "
+            "index's store) trained for the index's encoder."
+        ),
+    ] = None,
     single: Annotated[
         bool, typer.Option(help="One [MASK] vector, single-token answers (NPM single's inference).")
     ] = False,
@@ -167,7 +174,9 @@ def query_command(
     """Fill the [MASK] of each query with phrases retrieved from the index, with their evidence."""
     from dataclasses import asdict
 
+    from npmcore.indexer import store_root
     from npmcore.inference import NPM, SCORINGS, InferenceConfig
+    from npmcore.tracking import resolve_encoder
 
     if scoring not in SCORINGS:
         raise ValueError(f"--scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
@@ -182,7 +191,8 @@ def query_command(
         exclude_query_words=exclude_query_words,
         scoring=scoring,
     )
-    npm = NPM(absolute_store(index_url), encoder=model)
+    index_url = absolute_store(index_url)
+    npm = NPM(index_url, encoder=resolve_encoder(model, store_root(index_url)))
     results = (npm.predict_tokens if single else npm.predict)(queries, config)
     rows = [[(a, [npm.evidence.span(e) for e in a.evidence]) for a in found] for found in results]
     if json_out:

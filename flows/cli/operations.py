@@ -59,6 +59,13 @@ def api_command(
             "probe finds it faster; else f32), f32, or bf16 (a GPU, or a CPU with those units)."
         ),
     ] = "auto",
+    model: Annotated[
+        str | None,
+        typer.Option(
+            help="Encoder of the queries: a query encoder (models:/npm-query-encoder/N or its folder) trained for "
+            "the served index's encoder, whose passages it reads (default: each index's own encoder)."
+        ),
+    ] = None,
 ) -> None:
     """Answer queries over HTTP from the store's serving index, swapping in the index the serving pointer moves to.
 
@@ -68,6 +75,7 @@ def api_command(
     from npmcore.api import Settings, create_app
     from npmcore.precision import SETTINGS
     from npmcore.serving import serving_index
+    from npmcore.tracking import resolve_encoder
 
     if precision not in SETTINGS:
         raise ValueError(f"--precision must be one of {', '.join(SETTINGS)}, got {precision!r}")
@@ -85,6 +93,7 @@ def api_command(
         queue_limit=queue_limit,
         poll_s=poll_s,
         precision=precision,
+        model=resolve_encoder(model, absolute_store(store)),
     )
     if settings.index is None:
         serving_index(settings.store)  # a store that serves nothing stops here, with the way out

@@ -61,15 +61,70 @@ def train_command(
         str | None,
         typer.Option(help="Initial encoder: path, cached name or models:/npm-encoder/N (e.g. the MLM stage's)."),
     ] = None,
+    batches: Annotated[
+        str,
+        typer.Option(
+            help="document: a batch is a document's consecutive blocks (the paper's); bm25: seed blocks with their "
+            "BM25 neighbours in other documents, whose positives other articles write."
+        ),
+    ] = "document",
+    side: Annotated[
+        str,
+        typer.Option(
+            help="both: one encoder of queries and passages (NPM training); query: a query encoder against the "
+            "frozen vectors of --index (nothing re-embedded), registered as npm-query-encoder."
+        ),
+    ] = "both",
+    index: Annotated[
+        str | None,
+        typer.Option(help="--side query: the index whose top BM25 passages a query reads (default: the served one)."),
+    ] = None,
+    queries: Annotated[
+        str | None,
+        typer.Option(
+            help='--side query: a jsonl of {"query", "answers"} (a query log); default: cloze queries drawn from the '
+            "index's corpus (zero-shot)."
+        ),
+    ] = None,
+    count: Annotated[
+        int, typer.Option(min=1, help="--side query: cloze queries drawn, or a sample of a larger query log.")
+    ] = 4000,
+    passages: Annotated[int, typer.Option(min=1, help="--side query: top BM25 passages a query reads.")] = 10,
     alias: Annotated[str | None, typer.Option(help="Registry alias for the new version, e.g. candidate.")] = None,
     promote: Annotated[
         bool, typer.Option(help="Make it npm-encoder@champion if it beats the champion on dev data.")
     ] = False,
     seed: int = 0,
 ) -> None:
-    """Train an encoder (NPM, or the masked-LM stage before it); logs to MLflow and registers npm-encoder."""
-    from flows.train import TrainParams, train_encoder
+    """Train an encoder (NPM, or the masked-LM stage before it), or a query encoder (--side query); logs to MLflow
+    and registers npm-encoder (npm-query-encoder)."""
+    from flows.train import QueryTrainParams, TrainParams, train_encoder, train_query_encoder
 
+    if side not in ("both", "query"):
+        raise ValueError(f"--side must be both or query, got {side!r}")
+    if side == "query":
+        both_only = {"--corpus": corpus, "--preset": preset != "cpu-small" or None, "--objective": objective,
+                     "--mlm-weight": mlm_weight, "--rare-boost": rare_boost, "--prebatch": prebatch,
+                     "--batches": batches != "document" or None, "--promote": promote or None}  # fmt: skip
+        given = [name for name, value in both_only.items() if value is not None]
+        if given:
+            raise ValueError(f"{', '.join(given)}: for --side both only (query-side training has its own settings)")
+        given = {"steps": steps, "batch_size": batch_size, "lr": lr, "warmup_steps": warmup_steps}
+        query = QueryTrainParams(
+            store=store,
+            index=index and absolute_store(index),
+            queries=queries,
+            count=count,
+            passages=passages,
+            encoder=encoder,
+            alias=alias,
+            seed=seed,
+            **{k: v for k, v in given.items() if v is not None},  # else query-side training's own defaults
+        )
+        print(train_query_encoder(query, progress=sys.stderr.isatty()))
+        return
+    if index or queries:
+        raise ValueError("--index and --queries are for --side query")
     params = TrainParams(
         store=store,
         corpus=corpus,
@@ -85,6 +140,7 @@ def train_command(
         encoder=encoder,
         alias=alias,
         promote=promote,
+        batches=batches,
         seed=seed,
     )
     print(train_encoder(params, progress=sys.stderr.isatty()))
