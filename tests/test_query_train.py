@@ -215,7 +215,7 @@ def test_npmcore_train_side_query_registers_a_query_encoder_that_query_uses(news
     args = ["train", "--side", "query", "--store", str(store), "--index", index, "--count", "45", "--passages", "3"]
     trained = CliRunner().invoke(app, [*args, "--steps", "2", "--batch-size", "4", "--warmup-steps", "1"])
     assert trained.exit_code == 0, trained.output
-    assert trained.output.strip().splitlines()[-1] == "models:/npm-query-encoder/1"
+    assert trained.stdout.strip().splitlines()[-1] == "models:/npm-query-encoder/1"
     refused = CliRunner().invoke(app, [*args, "--preset", "cpu-quality"])
     assert refused.exit_code == 2 and "--preset: for --side both only" in refused.output
     query = "Australian firefighters battled bushfires near [MASK]."
