@@ -39,12 +39,16 @@ baselines out (comparing encoders on dev). The last line is one JSON object, als
      "temporal": {"changed_before", "changed_after", "stale_before", "stale_after", "unchanged_before",
                   "unchanged_after"},
      "ceilings": {task: share}, "query_copy_rates": {task: share},
+     "calibration": {task: {"ece", "aurc", "accuracy_at_coverage": {"0.1", "0.25", "0.5", "1.0"}, "n"}},
      "baselines": {"mlm-head": {task: score}, "mlm-read": {…}},
      "corpus_tokens": {"2015-05", "2020-09"}, "indexes": {"2015-05", "2020-09"},
      "passages": {"knowledge", "temporal", "entity_translation"}, "split", "n", "model",
      "adapted": {"kamel_heldout", "kamel_heldout_zero_shot", "triviaqa", "nq", "trained_on", "encoder"},
      "seconds"}
 
+``calibration``: how well each answer's confidence (``npmcore.confidence``, the encoder's calibrator; null without
+one) says when it is right, per task (temporal: against the 2020 dump): expected calibration error, area under the
+risk-coverage curve, accuracy of the most confident 10%, 25%, 50% and all answers.
 ``entity_translation`` is the average over the languages with at least 30 facts of their exact match (the
 paper averages its languages); ``entity_translation_languages`` has every language's, with its count.
 """
@@ -221,6 +225,9 @@ def main() -> None:
         "temporal": temporal,
         "ceilings": ceilings,
         "query_copy_rates": {t: after[(t, "npm")].query_copy_rate for t in knowledge},
+        "calibration": {t: after[(t, "npm")].calibration for t in knowledge}
+        | {"entity_translation": before[("entity_translation", "npm")].calibration}
+        | {"temporal": after[("temporal", "npm")].calibration},
         "baselines": {
             system: {t: after[(t, system)].score for t in knowledge}
             | {"entity_translation": before[("entity_translation", system)].score}

@@ -1,6 +1,8 @@
 """Flow ``evaluate``: zero-shot tasks against their reference corpora, each run logged to MLflow."""
 
+import json
 import tempfile
+from hashlib import sha256
 from pathlib import Path
 from typing import Literal
 
@@ -12,7 +14,8 @@ from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, PrecisionSetting, StoreURL, default_store
 from npmcore.cluster import dask_cluster
-from npmcore.encoder import default_encoder_path
+from npmcore.confidence import CONFIDENCE_FILE
+from npmcore.encoder import default_encoder_path, local_model_dir
 from npmcore.evaluation.baselines import BASELINES
 from npmcore.evaluation.references import write_reference_corpus
 from npmcore.evaluation.run import System
@@ -173,6 +176,8 @@ class EvalRow(BaseModel):
     perplexity: float | None = None  # masked-token systems on open-set tasks
     # per group and stale answers, and the gold in the passages searched (npmcore.evaluation.run.breakdown)
     breakdown: dict[str, float] = {}
+    # predictions with a confidence: {"ece", "aurc", "accuracy_at_coverage", "n"} (npmcore.evaluation.selective)
+    calibration: dict | None = None
 
 
 def searches_vectors(evaluated: Task, params: EvalParams) -> bool:
@@ -289,7 +294,8 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
                     if index == exact and evaluated.kind == "open" and system != "npm-no-bm25":
                         continue  # BM25-restricted systems score exactly already: no FAISS search involved
                     config = params.inference(tau, evaluated.name)
-                    result = evaluate_run_task(evaluated, index, system, config, settings, ranker_json(index, settings))
+                    scoring = ranker_json(index, settings), calibrators_json(index, settings)
+                    result = evaluate_run_task(evaluated, index, system, config, settings, *scoring)
                     rows.append(
                         EvalRow(
                             task=result.task,
@@ -303,6 +309,7 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
                             notes=result.notes,
                             query_copy_rate=result.query_copy_rate,
                             breakdown=result.breakdown,
+                            calibration=result.calibration,
                         )
                     )
             masked = [s for s in params.systems if s in MASKED_SYSTEMS]
@@ -319,6 +326,20 @@ def ranker_json(index: str, settings: RunSettings) -> str:
     JSON: an input of the evaluation task, so that new weights are never answered from its cache."""
     encoder = settings.encoder or open_index(index).encoder or str(default_encoder_path())
     return ranker_of(encoder).to_json()
+
+
+def calibrators_json(index: str, settings: RunSettings) -> str:
+    """The confidence calibrators evidence scoring may use on ``index`` (the checksums of the encoder's and the
+    shipped encoder's ``confidence.skops``, :func:`npmcore.inference.calibrator_of`), as JSON: an input of the
+    evaluation task, like the ranker."""
+    encoder = settings.encoder or open_index(index).encoder or str(default_encoder_path())
+    folders = (Path(local_model_dir(encoder)), Path(default_encoder_path()))
+    found = {
+        str(f): sha256((f / CONFIDENCE_FILE).read_bytes()).hexdigest()
+        for f in folders
+        if (f / CONFIDENCE_FILE).exists()
+    }
+    return json.dumps(found, sort_keys=True)
 
 
 def masked_rows(

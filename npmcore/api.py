@@ -35,6 +35,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from npmcore.confidence import Calibrator, abstention
 from npmcore.evaluation.templates import CLOSED_SPECS
 from npmcore.inference import MASK, NPM, InferenceConfig, Scoring, Unsupported, label_token_ids
 from npmcore.precision import Setting
@@ -292,6 +293,13 @@ class PredictRequest(Strict):
         "paper's scoring (summed similarities of each phrase's positions).",
     )
     explain: bool = Field(False, description="Each answer's score parts (evidence scoring): why it won.")
+    min_confidence: float | None = Field(
+        None,
+        ge=0,
+        le=1,
+        description="Evidence scoring: below this confidence of its first answer a query is answered 'not in this "
+        "corpus' (abstained, the best guess still given); default: the calibrator's, chosen on dev.",
+    )
 
 
 class ClassifyRequest(Strict):
@@ -350,6 +358,7 @@ def run_predict(service: Service, items: list[Item]) -> list[dict | Unsupported]
             for n, answers_of in zip(members, found, strict=True):
                 out[n] = {
                     "query": items[n].query,
+                    **abstention(served.npm.calibrator, answers_of, items[n].request.min_confidence),
                     "answers": [_answer(served, a, items[n].request.explain) for a in answers_of],
                     "index": served.url,
                     "batch_ms": round(1000 * seconds, 1),
@@ -363,12 +372,21 @@ def _answer(served: Served, answer, explain: bool) -> dict:
     return {
         "text": answer.text,
         "score": answer.score,
+        "confidence": answer.confidence,
         "evidence": [
             {"block_id": s.block_id, "title": s.title, "text": s.text, "start": s.start, "end": s.end, "score": s.score}
             for s in spans
         ],
         **({"parts": answer.parts} if explain else {}),
     }
+
+
+def confidence_of(calibrator: Calibrator | None) -> dict:
+    """What ``/v1/index`` says of the answers' confidence: whether there is one, the default threshold and what
+    the calibrator was fitted on."""
+    if calibrator is None:
+        return {"calibrated": False, "min_confidence": None, "fitted_on": None}
+    return {"calibrated": True, "min_confidence": calibrator.min_confidence, "fitted_on": calibrator.provenance}
 
 
 def run_classify(service: Service, items: list[Item]) -> list[dict]:
@@ -501,6 +519,7 @@ def create_app(settings: Settings) -> FastAPI:
             if pointer is None
             else {"reason": pointer.reason, "at": pointer.at, "scores": pointer.scores},
             "answers": served.answers(),
+            "confidence": confidence_of(served.npm.calibrator),
             "cannot": {kind: why for kind, why in served.refusals().items() if why},
             "refused": service.refused,
         }

@@ -38,6 +38,7 @@ import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from npmcore import bm25
+from npmcore.confidence import CONFIDENCE_FILE, Calibrator, confidence_features, ranker_checksum
 from npmcore.encoder import (
     cached_encoder,
     default_encoder_path,
@@ -124,6 +125,8 @@ class Answer:
     score: float  # normalised: the answers of all candidates of a query sum to 1
     evidence: tuple[Evidence, ...]  # best first
     parts: dict[str, float] | None = None  # evidence scoring: the score's parts (npmcore.ranking.FEATURE_NAMES)
+    # evidence scoring with the encoder's calibrator: the probability that it is right (npmcore.confidence)
+    confidence: float | None = None
 
 
 class NPM:
@@ -201,6 +204,11 @@ class NPM:
         """The weights of evidence scoring (the one given, else :func:`ranker_of` the encoder)."""
         return self._ranker or ranker_of(self.encoder_source)
 
+    @functools.cached_property
+    def calibrator(self) -> Calibrator | None:
+        """The confidence of evidence scoring's answers (:func:`calibrator_of` the encoder and ranker); None: none."""
+        return calibrator_of(self.encoder_source, self.fingerprint, self.ranker)
+
     # --- queries ------------------------------------------------------------------------
 
     def encode_queries(self, queries: list[str], masks: int) -> np.ndarray:
@@ -233,7 +241,7 @@ class NPM:
 
     def predict(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> list[list[Answer]]:
         """NPM phrase prediction: the top ``config.answers`` answers of each query."""
-        return [self.top_answers(phrases, config) for phrases in self.phrases(queries, config)]
+        return [self.top_answers(q, phrases, config) for q, phrases in zip(queries, self.phrases(queries, config))]
 
     def phrases(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> Iterator[Phrases]:
         """Every candidate phrase of each query, scored (``config.scoring``) and ranked best first,
@@ -445,10 +453,14 @@ class NPM:
             )
         ]
 
-    def top_answers(self, phrases: Phrases, config: InferenceConfig = InferenceConfig()) -> list[Answer]:
+    def top_answers(self, query: str, phrases: Phrases, config: InferenceConfig = InferenceConfig()) -> list[Answer]:
         """The best ``config.answers`` phrases of a query (:meth:`phrases`) as answers, each with its
-        best ``config.evidence`` positions as evidence and its text as the best passage writes it."""
+        best ``config.evidence`` positions as evidence, its text as the best passage writes it and (evidence
+        scoring, with the encoder's calibrator) its confidence."""
         answers = []
+        confidence = None
+        if phrases.parts is not None and self.calibrator is not None:
+            confidence = self.calibrator.confidence(confidence_features(phrases, query, config.answers))
         for rank in range(min(config.answers, len(phrases.scores))):
             ids = phrases.token_ids[rank]
             ids = tuple(int(t) for t in ids[ids >= 0])
@@ -466,8 +478,9 @@ class NPM:
             parts = (
                 None if phrases.parts is None else dict(zip(FEATURE_NAMES, phrases.parts[rank].tolist(), strict=True))
             )
+            sure = None if confidence is None else float(confidence[rank])
             answers.append(
-                Answer(self.evidence.surface(evidence[0]), ids, float(phrases.scores[rank]), evidence, parts)
+                Answer(self.evidence.surface(evidence[0]), ids, float(phrases.scores[rank]), evidence, parts, sure)
             )
         return answers
 
@@ -491,6 +504,19 @@ def ranker_of(encoder: str) -> Ranker:
     shipped = Path(default_encoder_path()) / RANKER_FILE
     log.info("encoder %s has no %s: evidence scoring uses the shipped encoder's (%s)", encoder, RANKER_FILE, shipped)
     return Ranker.load(shipped)
+
+
+def calibrator_of(encoder: str, fingerprint: str, ranker: Ranker) -> Calibrator | None:
+    """The encoder's confidence calibrator (its folder's ``confidence.skops``, else the shipped encoder's), if it
+    was fitted on this encoder's answers (``fingerprint``) ranked by ``ranker``; None otherwise (logged): answers
+    then carry no confidence until ``bench/confidence.py`` fits one."""
+    for folder in (Path(local_model_dir(encoder)), Path(default_encoder_path())):
+        if (folder / CONFIDENCE_FILE).exists():
+            calibrator = Calibrator.load(folder / CONFIDENCE_FILE)
+            if calibrator.encoder == fingerprint and calibrator.ranker == ranker_checksum(ranker):
+                return calibrator
+    log.info("no %s fitted for encoder %s and its ranker: answers carry no confidence", CONFIDENCE_FILE, encoder)
+    return None
 
 
 def stored_vectors(index: IndexSnapshot) -> DatastoreRows | None:

@@ -16,6 +16,7 @@ from mlflow.tracking._model_registry import utils as _registry_utils
 from mlflow.tracking._tracking_service import utils as _tracking_utils
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from npmcore.confidence import CONFIDENCE_FILE
 from npmcore.query_encoder import QUERY_ENCODER
 from npmcore.ranking import RANKER_FILE
 
@@ -177,7 +178,7 @@ def register_encoder(folder: str, uri: str, experiment: str, alias: str | None =
             training = json.loads(summary.read_text())
             log_config(training["config"], folder)
             mlflow.log_metrics({k: float(v) for k, v in training["metrics"].items()})
-        for name in (RANKER_FILE, QUERY_ENCODER):
+        for name in (RANKER_FILE, CONFIDENCE_FILE, QUERY_ENCODER):
             if Path(folder, name).exists():
                 mlflow.log_artifact(str(Path(folder, name)))
         query = Path(folder, QUERY_ENCODER).exists()  # a query encoder: registered as one
@@ -187,8 +188,8 @@ def register_encoder(folder: str, uri: str, experiment: str, alias: str | None =
 def export_encoder(model_uri: str, store: str) -> str:
     """Copy a registered encoder (``models:/npm-encoder@champion``, ``models:/npm-encoder/3``)
     out of MLflow into an encoder snapshot ``{store}/encoder/{weights digest}`` that every
-    worker can load like any Hugging Face model folder, with the ``ranker.json`` and (a query encoder's)
-    ``query_encoder.json`` its run logged (:func:`register_encoder`); returns its URL (reused when there)."""
+    worker can load like any Hugging Face model folder, with the ``ranker.json``, ``confidence.skops`` and (a query
+    encoder's) ``query_encoder.json`` its run logged (:func:`register_encoder`); returns its URL (reused when there)."""
     import tempfile
 
     from npmcore.encoder import encoder_fingerprint
@@ -214,7 +215,7 @@ def export_encoder(model_uri: str, store: str) -> str:
         tokenizer.save_pretrained(tmp)
         run_id = mlflow.models.get_model_info(model_uri).run_id  # the run that logged it, its ranker.json and
         logged = {a.path for a in MlflowClient().list_artifacts(run_id)} if run_id else set()  # passage side
-        for name in (RANKER_FILE, QUERY_ENCODER):
+        for name in (RANKER_FILE, CONFIDENCE_FILE, QUERY_ENCODER):
             if name in logged:
                 mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=name, dst_path=tmp)
         for path in sorted(Path(tmp).iterdir()):

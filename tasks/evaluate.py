@@ -8,10 +8,11 @@ from prefect import task
 
 from npmcore.evaluation.masked import MaskedRow, MaskedStudy, best, run_masked, sweep_plots
 from npmcore.evaluation.run import Result, System, accuracy_by_length, answer_lengths, run_task
+from npmcore.evaluation.selective import reliability, risk_coverage
 from npmcore.evaluation.tasks import Split, Task, load_task
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.knnlm import KNN_BACKOFF, MaskedLMHead, MaskedSystem, searchers
-from npmcore.plots import bar_plot
+from npmcore.plots import bar_plot, line_plot
 from npmcore.precision import Setting
 from npmcore.ranking import Ranker
 from npmcore.snapshots import open_index
@@ -54,13 +55,22 @@ def load_task_examples(name: str, limit: int | None, seed: int, data: str | None
 
 @task(name="evaluate-run", cache_key_fn=inputs_and_version, persist_result=True, timeout_seconds=6 * HOUR)
 def evaluate_run_task(
-    evaluated: Task, index: str, system: System, config: InferenceConfig, settings: RunSettings, ranker: str
+    evaluated: Task,
+    index: str,
+    system: System,
+    config: InferenceConfig,
+    settings: RunSettings,
+    ranker: str,
+    calibrators: str,
 ) -> Result:
     """Run the task against the index inside one MLflow run (its duration is the evaluation's):
     lineage params, the index and corpus as dataset inputs, score, predictions and, for LAMA,
     the accuracy by answer length. ``ranker``: the weights of evidence scoring (JSON of
-    :class:`~npmcore.ranking.Ranker`), logged with open-set runs that use them. The same inputs
-    (index snapshots are immutable) give the cached result."""
+    :class:`~npmcore.ranking.Ranker`), logged with open-set runs that use them; ``calibrators``: the confidence
+    calibrators the encoder may use (:func:`npmcore.inference.calibrator_of`), an input so that a refitted one is
+    never answered from the cache. With a confidence per prediction, the run logs its calibration
+    (``calibration.ece``, ``calibration.aurc``, ``calibration.accuracy_at_<coverage>``), the reliability diagram
+    and the risk-coverage curve. The same inputs (index snapshots are immutable) give the cached result."""
     snapshot = open_index(index)
     run_name = f"{evaluated.name}/{system}/tau={config.tau:g}"
     with tracking(settings.tracking_uri, settings.experiment), mlflow.start_run(run_name=run_name, nested=True):
@@ -90,12 +100,36 @@ def evaluate_run_task(
         copies = {} if result.query_copy_rate is None else {"query_copy_rate": result.query_copy_rate}
         mlflow.log_metrics({result.metric: result.score, "n": result.n, **result.notes, **copies, **result.breakdown})
         mlflow.log_text("".join(json.dumps(r.__dict__) + "\n" for r in result.records), "predictions.jsonl")
+        if result.calibration is not None:
+            log_calibration(result, f"{evaluated.name}: {system}")
         if evaluated.macro_key == "answer_length":
             by_length = accuracy_by_length(result, answer_lengths(evaluated, npm))
             mlflow.log_metrics({f"exact_match_len_{b}": v for b, v in by_length.items()})
             figure = bar_plot(by_length, "answer length (tokens)", "exact match", f"{evaluated.name}: {system}")
             mlflow.log_figure(figure, "accuracy_by_answer_length.png")
     return result
+
+
+def log_calibration(result: Result, title: str) -> None:
+    """A run's calibration as metrics, its reliability diagram and its risk-coverage curve as figures."""
+    report = result.calibration
+    mlflow.log_metrics({"calibration.ece": report["ece"], "calibration.aurc": report["aurc"]})
+    mlflow.log_metrics({f"calibration.accuracy_at_{c}": v for c, v in report["accuracy_at_coverage"].items()})
+    confidence = [r.confidence for r in result.records]
+    correct = [r.correct for r in result.records]
+    points = reliability(confidence, correct)
+    diagram = line_plot(
+        {"answers": [(c, a) for c, a, _ in points], "calibrated": [(0.0, 0.0), (1.0, 1.0)]},
+        "confidence (10 bins, their mean)", "accuracy", f"{title}: ECE {report['ece']:.3f}",
+    )  # fmt: skip
+    mlflow.log_figure(diagram, "reliability.png")
+    coverage, risk = risk_coverage(confidence, correct)
+    step = max(1, len(coverage) // 200)
+    curve = line_plot(
+        {"NPM": list(zip(coverage[::step].tolist(), risk[::step].tolist(), strict=True))},
+        "coverage (most confident first)", "risk (share wrong)", f"{title}: AURC {report['aurc']:.3f}",
+    )  # fmt: skip
+    mlflow.log_figure(curve, "risk_coverage.png")
 
 
 @task(name="masked-study", cache_key_fn=inputs_and_version, persist_result=True, timeout_seconds=6 * HOUR)

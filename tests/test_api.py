@@ -21,6 +21,7 @@ from npmcore.indexer import IndexConfig, build_index
 from npmcore.serving import read_serving, rollback_serving, serve_if_unset, serving_index, set_serving
 
 QUERY = "Australian firefighters battled bushfires near [MASK]."
+UNKNOWN = "Aristotle was a student of [MASK]."
 
 
 @pytest.fixture(scope="module")
@@ -92,6 +93,27 @@ def test_predict_ranks_by_evidence_or_by_npm_and_explains_its_scores(client, sto
     assert all("parts" not in answer for answer in plain["answers"])  # only when asked
 
 
+def test_every_answer_has_its_confidence_and_a_query_below_the_threshold_abstains_with_its_best_guess(client):
+    served = client.get("/v1/index").json()["confidence"]
+    assert served["calibrated"] and 0 < served["min_confidence"] < 1 and served["fitted_on"]["sets"]
+
+    def ask(**settings) -> dict:
+        response = client.post("/v1/predict", json={"queries": [QUERY], **settings})
+        assert response.status_code == 200, response.text
+        return response.json()["results"][0]
+
+    result = ask()
+    top = result["answers"][0]["confidence"]
+    assert all(0 <= a["confidence"] <= 1 for a in result["answers"]) and result["answers"][1]["confidence"] <= top
+    assert result["min_confidence"] == served["min_confidence"]
+    assert result["abstained"] == (top < served["min_confidence"])
+    assert not ask(min_confidence=0)["abstained"]
+    withheld = ask(min_confidence=1)
+    assert withheld["abstained"] and withheld["answers"][0]["text"] == result["answers"][0]["text"]  # the best guess
+    paper = ask(scoring="npm")  # the paper's scoring keeps its raw scores
+    assert paper["answers"][0]["confidence"] is None and (paper["abstained"], paper["min_confidence"]) == (False, None)
+
+
 def test_the_page_names_every_part_of_a_score():
     from npmcore.api import PAGE
     from npmcore.ranking import FEATURE_NAMES
@@ -111,6 +133,11 @@ def test_the_page_names_every_part_of_a_score():
         ({"queries": [QUERY] * 33}, "queries: at most 32 a request"),
         ({"queries": [QUERY], "k": 0}, "k: Input should be greater than or equal to 1"),
         ({"queries": [QUERY], "scoring": "bm25"}, "scoring: Input should be 'npm' or 'evidence'"),
+        ({"queries": [QUERY], "min_confidence": 1.5}, "min_confidence: Input should be less than or equal to 1"),
+        (
+            {"queries": [QUERY], "min_confidence": "sure"},
+            "min_confidence: Input should be a valid number, unable to parse string as a number",
+        ),
         (b"{not json", "body: not valid JSON"),
     ],
 )
@@ -303,6 +330,16 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
         dom = subprocess.run([*browser, budget, "--dump-dom", page], capture_output=True, text=True, timeout=120)
         shot = tmp_path / "page.png"
         subprocess.run([*browser, budget, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
+        doubts = {}  # a query it knows and one it does not: the page says what the service says
+        for q in (QUERY, UNKNOWN):
+            (said,) = httpx.post(f"{url}/v1/predict", json={"queries": [q], "answers": 3}).json()["results"]
+            shown = subprocess.run(
+                [*browser, budget, "--dump-dom", f"{url}/?q={urllib.parse.quote(q)}"],
+                capture_output=True,
+                text=True,
+                timeout=120,
+            ).stdout
+            doubts[q] = (said["abstained"], "Not in this corpus" in shown, shown.count('class="answer guess"'))
     finally:
         service.terminate()
         service.wait(30)
@@ -313,3 +350,6 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
     assert len(whys) == len(marks.marks) and whys[0] == ' open=""'  # each answer says why; the first shows it
     assert "Serving " in dom.stdout and first.rsplit("/", 1)[1] in dom.stdout  # the footer names the index
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
+    for abstained, says_so, greyed in doubts.values():
+        assert says_so == abstained and greyed == (3 if abstained else 0)
+    assert doubts[UNKNOWN][0]  # Aristotle is not in 60 news articles

@@ -78,12 +78,18 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     result = runner.invoke(app, ["query", "--index", url, "--json", QUERIES[0]])
     assert result.exit_code == 0, result.output
     answers = json.loads(result.output.strip().splitlines()[-1])
-    assert len(answers) == 5 and set(answers[0]) == {"answer", "score", "evidence"}
+    assert len(answers) == 5 and set(answers[0]) == {"answer", "score", "confidence", "abstained", "evidence"}
+    assert 0 <= answers[0]["confidence"] <= 1 and answers[1]["confidence"] <= answers[0]["confidence"]
     evidence = answers[0]["evidence"][0]
     assert set(evidence) == {"block_id", "title", "text", "start", "end", "score"}
     assert evidence["text"][evidence["start"] : evidence["end"]] == answers[0]["answer"]
     shown = runner.invoke(app, ["query", "--index", url, QUERIES[0]])
     assert shown.exit_code == 0 and answers[0]["answer"] in shown.output
+    withheld = runner.invoke(app, ["query", "--index", url, "--min-confidence", "1", QUERIES[0]])
+    assert withheld.exit_code == 0 and "not in this corpus (best guess: confidence" in withheld.output
+    assert answers[0]["answer"] in withheld.output  # the best guess, dimmed
+    out_of_range = runner.invoke(app, ["query", "--index", url, "--min-confidence", "2", QUERIES[0]])
+    assert out_of_range.exit_code == 2 and "--min-confidence" in out_of_range.output
     bad = runner.invoke(app, ["query", "--index", url, "no mask here"])
     assert bad.exit_code == 2 and "exactly one [MASK]" in bad.output
 

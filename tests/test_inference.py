@@ -93,13 +93,13 @@ def test_phrases_rank_every_candidate_and_predict_answers_with_their_top(flat, s
     configs = (InferenceConfig(restrict=True, answers=5), InferenceConfig(k=200, restrict=False, answers=5))
     for config in (replace(c, scoring=scoring) for c in configs):
         ranked = flat.phrases(QUERIES, config)
-        for phrases, answers in zip(ranked, flat.predict(QUERIES, config), strict=True):
+        for query, phrases, answers in zip(QUERIES, ranked, flat.predict(QUERIES, config), strict=True):
             assert len(phrases.scores) > len(answers) == 5
             assert np.all(np.diff(phrases.scores) <= 0) and math.isclose(phrases.scores.sum(), 1.0)
             top = [tuple(int(t) for t in ids[ids >= 0]) for ids in phrases.token_ids[:5]]
             assert [a.token_ids for a in answers] == top
             assert [a.score for a in answers] == phrases.scores[:5].tolist()
-            assert flat.top_answers(phrases, config) == answers
+            assert flat.top_answers(query, phrases, config) == answers
 
 
 def words(query: str) -> frozenset[str]:

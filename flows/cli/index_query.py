@@ -167,13 +167,28 @@ def query_command(
     explain: Annotated[
         bool, typer.Option(help="Show each answer's score parts (evidence scoring): why it won.")
     ] = False,
+    min_confidence: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="Evidence scoring: below this confidence of its first answer a query is answered 'not in this "
+            "corpus', its best guesses shown dimmed (default: the calibrator's, chosen on dev).",
+        ),
+    ] = None,
     json_out: Annotated[
-        bool, typer.Option("--json", help="Print JSON: one list of answers per query (with --explain, their parts).")
+        bool,
+        typer.Option(
+            "--json",
+            help="Print JSON: one list of answers per query, each with its confidence and whether the query "
+            "abstained (with --explain, their parts).",
+        ),
     ] = False,
 ) -> None:
     """Fill the [MASK] of each query with phrases retrieved from the index, with their evidence."""
     from dataclasses import asdict
 
+    from npmcore.confidence import abstention
     from npmcore.indexer import store_root
     from npmcore.inference import NPM, SCORINGS, InferenceConfig
     from npmcore.tracking import resolve_encoder
@@ -195,25 +210,33 @@ def query_command(
     npm = NPM(index_url, encoder=resolve_encoder(model, store_root(index_url)))
     results = (npm.predict_tokens if single else npm.predict)(queries, config)
     rows = [[(a, [npm.evidence.span(e) for e in a.evidence]) for a in found] for found in results]
+    withheld = [abstention(npm.calibrator, found, min_confidence) for found in results]
     if json_out:
         out = [
             [
                 {
                     "answer": a.text,
                     "score": a.score,
+                    "confidence": a.confidence,
+                    "abstained": abstained["abstained"],
                     "evidence": [asdict(s) for s in spans],
                     **({"parts": a.parts} if explain else {}),
                 }
                 for a, spans in found
             ]
-            for found in rows
+            for found, abstained in zip(rows, withheld, strict=True)
         ]
         print(json.dumps(out if len(out) > 1 else out[0], ensure_ascii=False))
         return
-    for text, found in zip(queries, rows, strict=True):
+    for text, found, abstained in zip(queries, rows, withheld, strict=True):
         console.print(f"[bold]{escape(text)}[/]")
+        if abstained["abstained"]:
+            best = f" (best guess: confidence {found[0][0].confidence:.2f} < {abstained['min_confidence']:.2f})"
+            console.print("  [bold yellow]not in this corpus[/]" + (best if found else ": nothing found"))
+        style = "dim" if abstained["abstained"] else "bold green"
         for rank, (answer, spans) in enumerate(found, 1):
-            console.print(f"  {rank}. [bold green]{escape(answer.text)}[/]  {answer.score:.3f}")
+            sure = "" if answer.confidence is None else f"  confidence {answer.confidence:.2f}"
+            console.print(f"  {rank}. [{style}]{escape(answer.text)}[/]  {answer.score:.3f}{sure}")
             if explain and answer.parts is not None:
                 console.print(Indented(score_parts(answer.parts), 5), highlight=False)
             for span in spans:  # wrapped lines keep the indentation

@@ -16,6 +16,7 @@ import numpy as np
 
 from npmcore.evaluation.baselines import BASELINES, MaskFiller
 from npmcore.evaluation.metrics import exact_match, in_passages, length_bucket, macro_by_length, repeats_query
+from npmcore.evaluation.selective import calibration_report
 from npmcore.evaluation.tasks import Task
 from npmcore.inference import NPM, InferenceConfig, Mode, label_token_ids
 
@@ -38,6 +39,7 @@ class Record:
     stale: bool | None = None  # the prediction is one of the example's stale answers; None: it has none
     # BM25-restricted open-set runs: whether a gold answer is written in the passages searched (the ceiling)
     in_passages: bool | None = None
+    confidence: float | None = None  # evidence scoring with a calibrator: the prediction's probability of being right
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class Result:
     # what the examples' groups and stale answers say (:func:`breakdown`): "<metric>.<group>", "stale_rate"
     # and "stale_rate.<group>", and for BM25-restricted runs "ceiling" (the gold in the passages searched)
     breakdown: dict[str, float] = field(default_factory=dict)
+    # every record with a confidence: how well it says when the prediction is right (selective.calibration_report)
+    calibration: dict | None = None
 
 
 def run_task(
@@ -92,7 +96,20 @@ def run_task(
     else:
         metric, score = ("accuracy" if task.kind == "closed" else "exact_match"), float(np.mean(correct))
     copy_rate = query_copy_rate(records) if task.kind == "open" else None
-    return Result(task.name, system, len(records), metric, score, tuple(records), notes, copy_rate, breakdown(records))
+    confident = [r.confidence for r in records]
+    calibration = None if None in confident else calibration_report(confident, correct)
+    return Result(
+        task.name,
+        system,
+        len(records),
+        metric,
+        score,
+        tuple(records),
+        notes,
+        copy_rate,
+        breakdown(records),
+        calibration,
+    )
 
 
 def breakdown(records: list[Record]) -> dict[str, float]:
@@ -192,7 +209,10 @@ def _open(examples, npm: NPM, mode: Mode, config: InferenceConfig) -> list[Recor
         top = found[0] if found else None
         evidence = str(top.evidence[0].block) if top and top.evidence else ""
         searched = in_passages(ex.answers, npm.passages(ex.query, config.passages)) if config.restrict else None
-        records.append(_open_record(ex, top.text if top else "", top.score if top else 0.0, evidence, searched))
+        record = _open_record(ex, top.text if top else "", top.score if top else 0.0, evidence, searched)
+        # nothing answered is sure to be wrong, where answers carry a confidence
+        nothing = 0.0 if mode == "npm" and config.scoring == "evidence" and npm.calibrator is not None else None
+        records.append(replace(record, confidence=top.confidence if top else nothing))
     return records
 
 

@@ -1,0 +1,238 @@
+"""Confidence: each answer's probability of being right, and when to say "not in this corpus".
+
+Evidence scoring (:mod:`npmcore.ranking`) ranks a query's candidates; its softmax score says how
+an answer compares with the other candidates, not how often such an answer is right (a query whose
+passages never say the fact still has a best candidate, often with a large share). A
+:class:`Calibrator` turns what the ranking computed into a probability: scikit-learn's
+histogram gradient boosting, fitted by ``bench/confidence.py`` on the dev sets' answers (log loss,
+a proper scoring rule: its probabilities are calibrated on data like its fit's), of each answer's
+
+* ``score`` and ``log_score``: its share of the ranking's softmax;
+* ``gap_to_best`` and ``margin_to_next``: its log score below the first answer's, above the next one's;
+* ``rank`` (log of 1 + rank) and ``candidates`` (log of how many phrases were scored);
+* its score's parts (:data:`npmcore.ranking.FEATURE_NAMES`, each a weight times a feature): how
+  much of the query's words the evidence repeats, NPM's similarities, how many positions spell it;
+* the query's shape: ``query_words`` (how many words), ``question`` (it asks a question: "…? Answer:
+  [MASK]."), ``mask_at_end`` and ``mask_position`` (where its mask is, as a share of its length).
+
+On the dev sets (5-fold cross-validated) boosting beat a logistic regression of the same features,
+and one followed by isotonic regression, on the calibration error of 5 of 8 sets and on every set's
+accuracy of its most confident quarter (docs/evaluate.md).
+
+It ships as ``confidence.skops`` (skops, scikit-learn's safe serialisation: no pickle, only the
+tree predictor's type is trusted) beside the encoder and its ``ranker.json``; it names the ranker
+and the encoder it was fitted with (checksum, fingerprint) and is used with those only: a new
+encoder or a refitted ranker needs a refitted calibrator (``bench/confidence.py``).
+``min_confidence``, chosen on the same dev sets, is the confidence below which the service
+abstains: the threshold that maximises right minus wrong first answers given (an answer more
+often wrong than right is not given).
+"""
+
+import hashlib
+import os
+import re
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from npmcore.phrases import Phrases
+from npmcore.ranking import FEATURE_NAMES, Ranker
+
+if TYPE_CHECKING:
+    from npmcore.inference import Answer
+
+CONFIDENCE_FILE = "confidence.skops"
+CONFIDENCE_FEATURES = (
+    "score",
+    "log_score",
+    "gap_to_best",
+    "margin_to_next",
+    "rank",
+    "candidates",
+    *(f"part.{name}" for name in FEATURE_NAMES),
+    "query_words",
+    "question",
+    "mask_at_end",
+    "mask_position",
+)
+MASK = "[MASK]"
+# the boosting's settings, chosen by 5-fold cross-validation on the dev sets (docs/evaluate.md)
+BOOSTING = {
+    "max_iter": 200,
+    "learning_rate": 0.05,
+    "max_leaf_nodes": 15,
+    "min_samples_leaf": 40,
+    "l2_regularization": 1.0,
+}
+TRUSTED = ["sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor"]  # what a calibrator file may hold
+
+
+def query_features(query: str) -> np.ndarray:
+    """(4,) the query's shape: its words, whether it asks a question, whether its mask ends it (punctuation
+    aside) and where its mask is (a share of its length)."""
+    at = query.find(MASK)
+    after = query[at + len(MASK) :] if at >= 0 else ""
+    return np.array(
+        [
+            len(re.findall(r"\w+", query.replace(MASK, " "))),
+            "?" in query[: max(at, 0)],
+            not re.search(r"\w", after),
+            max(at, 0) / max(len(query), 1),
+        ],
+        dtype=np.float64,
+    )
+
+
+def confidence_features(phrases: Phrases, query: str, answers: int) -> np.ndarray:
+    """(min(answers, m), len(CONFIDENCE_FEATURES)) features of a query's best ``answers`` phrases,
+    ranked by evidence scoring (``phrases.parts`` set: :func:`npmcore.ranking.rank_phrases`).
+
+    Raises:
+        ValueError: ``phrases`` were ranked by NPM's own scoring (no parts).
+    """
+    if phrases.parts is None:
+        raise ValueError("confidence needs phrases ranked by evidence scoring (their score's parts)")
+    m = len(phrases.scores)
+    top = min(answers, m)
+    log_score = np.log(np.maximum(phrases.scores, 1e-300))
+    following = np.r_[log_score[1:], log_score[-1:] - 10.0] if m else log_score  # the last: 10 nats above nothing
+    parts = len(FEATURE_NAMES)
+    out = np.empty((top, len(CONFIDENCE_FEATURES)))
+    out[:, 0] = phrases.scores[:top]
+    out[:, 1] = log_score[:top]
+    out[:, 2] = log_score[:1] - log_score[:top] if m else 0.0
+    out[:, 3] = log_score[:top] - following[:top]
+    out[:, 4] = np.log1p(np.arange(top))
+    out[:, 5] = np.log(max(m, 1))
+    out[:, 6 : 6 + parts] = phrases.parts[:top]
+    out[:, 6 + parts :] = query_features(query)
+    return out
+
+
+def ranker_checksum(ranker: Ranker) -> str:
+    """The sha256 of a ranker's weights (its provenance aside): what a calibrator was fitted with."""
+    weights = np.concatenate([ranker.phrase, ranker.position])
+    return hashlib.sha256(np.round(weights, 12).astype(np.float64).tobytes()).hexdigest()
+
+
+@dataclass(frozen=True, eq=False)
+class Calibrator:
+    """A classifier of :data:`CONFIDENCE_FEATURES` (right or wrong), for one encoder and ranker."""
+
+    model: Any  # a fitted sklearn.ensemble.HistGradientBoostingClassifier
+    min_confidence: float  # abstain below it (chosen on dev: module docstring)
+    ranker: str  # ranker_checksum of the ranker it was fitted with
+    encoder: str  # the fingerprint of the encoder whose answers it was fitted on (npmcore.encoder.encoder_fingerprint)
+    provenance: dict  # what it was fitted on, and how well it did there
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.min_confidence <= 1.0:
+            raise ValueError(f"min_confidence must be in [0, 1], got {self.min_confidence}")
+
+    def confidence(self, features: np.ndarray) -> np.ndarray:
+        """(n,) the probability that each answer is right, from its (n, F) :func:`confidence_features`."""
+        if len(features) == 0:
+            return np.empty(0)
+        return self.model.predict_proba(features)[:, 1]
+
+    def save(self, path: str | Path) -> None:
+        """Write the calibrator to ``path`` (a temporary name, then renamed: never half-written)."""
+        import skops.io
+
+        state = {
+            "features": list(CONFIDENCE_FEATURES),
+            "model": self.model,
+            "min_confidence": self.min_confidence,
+            "ranker": self.ranker,
+            "encoder": self.encoder,
+            "provenance": self.provenance,
+        }
+        path = Path(path)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            skops.io.dump(state, tmp)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # as any file written here, not mkstemp's owner-only
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Calibrator":
+        """Raises:
+        ValueError: ``path`` is not a calibrator file (or holds a type beyond :data:`TRUSTED`)."""
+        import skops.io
+
+        try:
+            untrusted = [t for t in skops.io.get_untrusted_types(file=path) if t not in TRUSTED]
+            if untrusted:
+                raise ValueError(f"holds types a calibrator never has: {', '.join(untrusted)}")
+            state = skops.io.load(path, trusted=TRUSTED)
+        except (OSError, ValueError, KeyError, TypeError) as e:  # skops: a zip of a schema and arrays
+            raise ValueError(f"{path}: not a calibrator ({e})") from e
+        except Exception as e:  # a file that is no zip at all, or not skops's
+            raise ValueError(f"{path}: not a calibrator ({type(e).__name__}: {e})") from e
+        if not isinstance(state, dict) or state.get("features") != list(CONFIDENCE_FEATURES):
+            raise ValueError(f"{path}: not a calibrator of features {CONFIDENCE_FEATURES}")
+        return cls(state["model"], state["min_confidence"], state["ranker"], state["encoder"], state["provenance"])
+
+
+def fit_calibrator(
+    features: np.ndarray,
+    right: np.ndarray,
+    facts: np.ndarray,
+    first: np.ndarray,
+    ranker: Ranker,
+    encoder: str,
+    provenance: dict | None = None,
+) -> Calibrator:
+    """A calibrator of answers' (n, F) features and whether each is right (:data:`BOOSTING`, seeded). Its
+    ``min_confidence`` is :func:`abstention_threshold` of the first answers (``first``) as a 5-fold
+    cross-validation rates them (folds of whole facts: ``facts``, each answer's query), not as the fit does.
+
+    Raises:
+        ValueError: the answers are all right or all wrong (nothing to tell apart).
+    """
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    from sklearn.model_selection import GroupKFold, cross_val_predict
+
+    right = np.asarray(right, dtype=bool)
+    if right.all() or not right.any():
+        raise ValueError(f"all {len(right)} answers are {'right' if right.any() else 'wrong'}: nothing to calibrate")
+    model = HistGradientBoostingClassifier(**BOOSTING, early_stopping=False, random_state=0)
+    folds = GroupKFold(n_splits=min(5, len(np.unique(facts))))
+    rated = cross_val_predict(model, features, right, groups=facts, cv=folds, method="predict_proba")[:, 1]
+    threshold = abstention_threshold(rated[first], right[first])
+    record = {**(provenance or {}), "answers": len(right), "boosting": BOOSTING}
+    return Calibrator(model.fit(features, right), threshold, ranker_checksum(ranker), encoder, record)
+
+
+def abstention_threshold(confidence: np.ndarray, right: np.ndarray, weight: np.ndarray | None = None) -> float:
+    """The confidence at and above which answering maximises (weighted) right minus wrong answers
+    given: the lowest confidence of the best set of answers, 1.0 when every answer is better withheld."""
+    weight = np.ones(len(confidence)) if weight is None else np.asarray(weight, dtype=np.float64)
+    order = np.argsort(-confidence, kind="stable")
+    ranked = confidence[order]
+    gain = np.cumsum(np.where(right[order], weight[order], -weight[order]))
+    cut = np.r_[ranked[1:] != ranked[:-1], True] if len(ranked) else np.zeros(0, dtype=bool)  # ties go together
+    gain = np.where(cut, gain, -np.inf)
+    if len(gain) == 0 or gain.max() <= 0:
+        return 1.0
+    return float(ranked[int(np.argmax(gain))])
+
+
+def abstention(calibrator: Calibrator | None, answers: Sequence["Answer"], min_confidence: float | None) -> dict:
+    """Whether a query's answers are withheld as "not in this corpus": its first answer's confidence is below
+    ``min_confidence`` (None: the calibrator's), or nothing was found. Without confidence (NPM's scoring, or no
+    calibrator for the encoder) nothing is withheld and ``min_confidence`` is None."""
+    if not answers or answers[0].confidence is None:
+        return {"abstained": not answers, "min_confidence": None}
+    threshold = calibrator.min_confidence if min_confidence is None else min_confidence
+    return {"abstained": answers[0].confidence < threshold, "min_confidence": threshold}

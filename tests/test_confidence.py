@@ -1,0 +1,199 @@
+"""Confidence and abstention: selective-prediction metrics against brute force, the calibrator's fit and file,
+and answers that carry a confidence only with the calibrator of their encoder and ranker."""
+
+import math
+import shutil
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from npmcore.confidence import (
+    CONFIDENCE_FEATURES,
+    CONFIDENCE_FILE,
+    Calibrator,
+    abstention,
+    abstention_threshold,
+    confidence_features,
+    fit_calibrator,
+    query_features,
+    ranker_checksum,
+)
+from npmcore.encoder import default_encoder_path
+from npmcore.evaluation.selective import (
+    accuracy_at_coverage,
+    aurc,
+    calibration_report,
+    expected_calibration_error,
+    reliability,
+)
+from npmcore.inference import NPM, InferenceConfig, ranker_of
+
+QUERIES = [
+    "Australian firefighters battled bushfires near [MASK].",
+    "The Reserve Bank of Australia kept interest rates at [MASK].",
+    "Palestinian leader Yasser [MASK] met the envoy.",
+]
+
+
+def brute_ece(conf: list[float], right: list[bool], bins: int = 10) -> float:
+    total = 0.0
+    for b in range(bins):
+        lo, hi = b / bins, (b + 1) / bins
+        members = [i for i, c in enumerate(conf) if lo <= c < hi or (b == bins - 1 and c == 1.0)]
+        if members:
+            accuracy = sum(right[i] for i in members) / len(members)
+            mean = sum(conf[i] for i in members) / len(members)
+            total += len(members) / len(conf) * abs(accuracy - mean)
+    return total
+
+
+def brute_ranked(conf: list[float], right: list[bool]) -> list[bool]:
+    """Answers most confident first, ties in their given order."""
+    return [right[i] for i in sorted(range(len(conf)), key=lambda i: (-conf[i], i))]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_selective_metrics_equal_their_definitions(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 60))
+    conf = np.round(rng.random(n), 1 if seed % 2 else 6).tolist()  # rounded: ties and bin edges
+    right = (rng.random(n) < 0.4).tolist()
+    assert expected_calibration_error(conf, right) == pytest.approx(brute_ece(conf, right))
+    ranked = brute_ranked(conf, right)
+    risks = [1 - sum(ranked[:k]) / k for k in range(1, n + 1)]
+    assert aurc(conf, right) == pytest.approx(sum(risks) / n)
+    for coverage in (0.1, 0.25, 0.5, 1.0):
+        k = max(1, math.ceil(coverage * n))
+        assert accuracy_at_coverage(conf, right, coverage) == pytest.approx(sum(ranked[:k]) / k)
+    points = reliability(conf, right)
+    assert sum(p[2] for p in points) == n
+    report = calibration_report(conf, right)
+    assert report["n"] == n and set(report["accuracy_at_coverage"]) == {"0.1", "0.25", "0.5", "1.0"}
+
+
+def test_selective_metrics_refuse_what_is_not_a_confidence():
+    with pytest.raises(ValueError, match=r"confidence must lie in \[0, 1\]"):
+        expected_calibration_error([0.5, 1.5], [True, False])
+    with pytest.raises(ValueError, match="differ in shape"):
+        aurc([0.5], [True, False])
+    with pytest.raises(ValueError, match="no answers"):
+        aurc([], [])
+    with pytest.raises(ValueError, match="coverage must be in"):
+        accuracy_at_coverage([0.5], [True], 0.0)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_abstention_threshold_maximises_right_minus_wrong_answers_given(seed):
+    rng = np.random.default_rng(seed)
+    conf = np.round(rng.random(40), 2)
+    right = rng.random(40) < conf
+    weight = rng.random(40) + 0.5
+    best_gain, best = 0.0, 1.0
+    for t in sorted(set(conf.tolist()), reverse=True):  # brute force: every threshold, answering conf >= t
+        given = conf >= t
+        gain = weight[given & right].sum() - weight[given & ~right].sum()
+        if gain > best_gain + 1e-12:
+            best_gain, best = gain, t
+    assert abstention_threshold(conf, right, weight) == pytest.approx(best)
+    assert abstention_threshold(conf, np.zeros(40, bool)) == 1.0  # every answer wrong: none is given
+
+
+def test_a_fitted_calibrator_is_calibrated_on_fresh_data_of_its_kind_and_survives_its_file(tmp_path):
+    rng = np.random.default_rng(0)
+    features = rng.normal(size=(12_000, len(CONFIDENCE_FEATURES)))
+    truth = 1 / (1 + np.exp(-(1.5 * features[:, 0] - features[:, 7] - 1.0)))  # a logistic law of two features
+    right = rng.random(len(truth)) < truth
+    fit, held = slice(0, 8_000), slice(8_000, None)
+    ranker = ranker_of(str(default_encoder_path()))
+    facts, first = np.arange(8_000) // 2, np.arange(8_000) % 2 == 0  # two answers a fact
+    calibrator = fit_calibrator(features[fit], right[fit], facts, first, ranker, "enc", provenance={"x": 1})
+    predicted = calibrator.confidence(features[held])
+    assert expected_calibration_error(predicted, right[held]) < 0.04
+    assert np.corrcoef(predicted, truth[held])[0, 1] > 0.95
+    # the threshold: answers right more often than wrong are given
+    assert 0.35 < calibrator.min_confidence < 0.65
+    path = tmp_path / CONFIDENCE_FILE
+    calibrator.save(path)
+    again = Calibrator.load(path)
+    assert np.array_equal(again.confidence(features[held]), predicted)
+    assert (again.ranker, again.encoder, again.provenance["x"]) == (ranker_checksum(ranker), "enc", 1)
+    assert [p.name for p in tmp_path.iterdir()] == [CONFIDENCE_FILE]  # nothing temporary left
+    (tmp_path / "bad.skops").write_text("{")
+    with pytest.raises(ValueError, match="bad.skops: not a calibrator"):
+        Calibrator.load(tmp_path / "bad.skops")
+    import skops.io
+
+    skops.io.dump({"features": ["score"]}, tmp_path / "other.skops")
+    with pytest.raises(ValueError, match="not a calibrator of features"):
+        Calibrator.load(tmp_path / "other.skops")
+    with pytest.raises(ValueError, match="nothing to calibrate"):
+        fit_calibrator(features[:10], np.ones(10, bool), np.arange(10), np.ones(10, bool), ranker, "enc")
+
+
+@pytest.fixture(scope="module")
+def npm(news_store) -> NPM:
+    return NPM(news_store.index)
+
+
+def test_the_features_are_those_of_the_ranked_answers(npm):
+    config = InferenceConfig(answers=4)
+    for phrases in npm.phrases(QUERIES, config):
+        features = confidence_features(phrases, QUERIES[0], config.answers)
+        top = min(4, len(phrases.scores))
+        column = dict(zip(CONFIDENCE_FEATURES, features.T, strict=True))
+        log_score = np.log(phrases.scores[: top + 1])
+        assert features.shape == (top, len(CONFIDENCE_FEATURES))
+        assert np.allclose(column["score"], phrases.scores[:top])
+        assert np.allclose(column["gap_to_best"], log_score[0] - log_score[:top])
+        assert np.allclose(column["margin_to_next"][: top - 1], -np.diff(log_score[:top]))
+        assert np.allclose(features[:, 6:-4], phrases.parts[:top])
+        assert column["question"].sum() == 0 and column["mask_at_end"].all() and (column["query_words"] == 5).all()
+    asked = query_features("Who wrote Hamlet? Answer: [MASK].")
+    assert asked.tolist() == [4, 1, 1, len("Who wrote Hamlet? Answer: ") / len("Who wrote Hamlet? Answer: [MASK].")]
+    with pytest.raises(ValueError, match="ranked by evidence scoring"):
+        confidence_features(next(npm.phrases(QUERIES[:1], InferenceConfig(scoring="npm"))), QUERIES[0], 3)
+
+
+def test_answers_carry_the_confidence_of_their_encoders_calibrator_only(npm, news_store, tmp_path):
+    """A calibrator fitted on this encoder's answers under its ranker gives every answer its probability; one of
+    another ranker is never used: a refitted ranker needs a refitted calibrator."""
+    config = InferenceConfig(answers=3)
+    phrases = list(npm.phrases(QUERIES, config))
+    features = np.concatenate([confidence_features(p, q, 3) for p, q in zip(phrases, QUERIES, strict=True)])
+    facts = np.concatenate([[n] * min(3, len(p.scores)) for n, p in enumerate(phrases)])
+    first = np.r_[True, facts[1:] != facts[:-1]]
+    right = first.copy()
+    encoder = tmp_path / "encoder"
+    shutil.copytree(default_encoder_path(), encoder, ignore=shutil.ignore_patterns(CONFIDENCE_FILE))
+    mine = fit_calibrator(features, right, facts, first, npm.ranker, npm.fingerprint)
+    mine.save(encoder / CONFIDENCE_FILE)
+    answered = NPM(news_store.index, encoder=str(encoder))
+    for query, found, p in zip(QUERIES, answered.predict(QUERIES, config), phrases, strict=True):
+        expected = mine.confidence(confidence_features(p, query, 3))
+        assert [a.confidence for a in found] == pytest.approx(expected.tolist())
+    other_ranker = replace(npm.ranker, phrase=npm.ranker.phrase + 1.0)
+    reranked = NPM(news_store.index, encoder=str(encoder), ranker=other_ranker)
+    assert reranked.calibrator is None  # nor the shipped one: fitted for the shipped ranker
+    assert all(a.confidence is None for a in reranked.predict(QUERIES[:1], config)[0])
+    assert all(a.confidence is None for a in answered.predict(QUERIES[:1], replace(config, scoring="npm"))[0])
+
+
+def test_the_shipped_calibrator_was_fitted_on_the_shipped_encoder_and_ranker(npm):
+    shipped = Calibrator.load(Path(default_encoder_path()) / CONFIDENCE_FILE)
+    assert shipped.encoder == npm.fingerprint
+    assert shipped.ranker == ranker_checksum(ranker_of(str(default_encoder_path())))
+    assert (npm.calibrator.encoder, npm.calibrator.min_confidence) == (shipped.encoder, shipped.min_confidence)
+    assert 0 < shipped.min_confidence < 1 and set(shipped.provenance["sets"]) >= {"trex", "kamel", "temporal"}
+
+
+def test_a_query_abstains_below_the_threshold_and_keeps_its_best_guess(npm):
+    (found,) = npm.predict(QUERIES[:1], InferenceConfig(answers=2))
+    sure = found[0].confidence
+    assert abstention(npm.calibrator, found, sure) == {"abstained": False, "min_confidence": sure}
+    assert abstention(npm.calibrator, found, min(1.0, sure + 1e-6))["abstained"]
+    assert abstention(npm.calibrator, found, None)["min_confidence"] == npm.calibrator.min_confidence
+    assert abstention(npm.calibrator, [], None) == {"abstained": True, "min_confidence": None}
+    unsure = [replace(a, confidence=None) for a in found]
+    assert abstention(None, unsure, 0.9) == {"abstained": False, "min_confidence": None}
