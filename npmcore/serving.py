@@ -14,14 +14,17 @@ it and swaps the index it serves; a store without a pointer serves nothing until
 """
 
 import json
-import uuid
+import os
+import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 
 import fsspec
+from fsspec.implementations.local import LocalFileSystem
 
 from npmcore.snapshots import INDEX, open_index
-from npmcore.storage import join, list_snapshots
+from npmcore.storage import fsync, join, list_snapshots
 
 POINTER = "serving.json"
 HISTORY = 10  # earlier indexes kept for rollback
@@ -88,9 +91,24 @@ def rollback_serving(store: str) -> Serving:
 
 
 def _write(store: str, pointer: Serving) -> None:
+    """Replace the pointer whole: on a local store a temporary file flushed to disk, renamed, the rename flushed
+    (a power cut leaves the old pointer or the new one); on S3 one PUT."""
     url = join(store, POINTER)
-    partial = join(store, f".{POINTER}.{uuid.uuid4().hex[:8]}.tmp")
-    with fsspec.open(partial, "w") as f:
-        json.dump(asdict(pointer), f, indent=1)
-    fs, _ = fsspec.core.url_to_fs(url)
-    fs.mv(partial, url)
+    fs, path = fsspec.core.url_to_fs(url)
+    if not isinstance(fs, LocalFileSystem):
+        with fsspec.open(url, "w") as f:
+            json.dump(asdict(pointer), f, indent=1)
+        return
+    folder = Path(path).parent
+    fd, partial = tempfile.mkstemp(dir=folder, prefix=f".{POINTER}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(asdict(pointer), f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(partial, 0o644)
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    fsync(folder)

@@ -6,18 +6,28 @@ there: the manifest is written last and lists the sha256 of every other file.
 
 * On a local filesystem files are written under a hidden temporary folder that is
   renamed into place once the manifest is in it, so a reader never sees a partial one.
+  Before the rename every file and folder of it is flushed to disk (fsync), and the kind's
+  folder after it, so that a power cut leaves the old state or the whole new snapshot.
+  A temporary folder names its writer (``.tmp-{id}-{rand}-{pid}@{host}``): a writer removes
+  those of writers of its host that are gone (killed: SIGKILL, the OOM killer, a power cut).
 * On object stores (no atomic rename) files go straight to the final prefix and the
   manifest is the commit marker: without it the prefix is not a snapshot.
 
 The id is derived from what the snapshot is made of (kind, input hashes, config,
 package version), so the same inputs map to the same snapshot and re-running is free.
+
+A store that fills up (ENOSPC, EDQUOT) while a snapshot is written stops the write with a
+:class:`StoreFullError` naming the store, the snapshot and the bytes it had written; nothing
+of it is published (a resumable writer keeps its finished pieces, hidden, for the next try).
 """
 
+import errno
 import hashlib
 import json
 import logging
 import os
 import shutil
+import socket
 import uuid
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
@@ -51,6 +61,27 @@ class SnapshotError(RuntimeError):
 class StoreError(SnapshotError):
     """A store's filesystem does not answer (no credentials, access denied, endpoint unreachable),
     so none of its snapshots can be read."""
+
+
+class StoreFullError(SnapshotError):
+    """The store's filesystem has no room left for a snapshot being written."""
+
+
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def is_disk_full(error: BaseException | None) -> bool:
+    """Whether ``error``, or an error it was raised from, is a filesystem out of space (pyarrow and others
+    raise an OSError without its errno, so the message counts too)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, OSError) and (
+            error.errno in FULL_ERRNOS or "No space left on device" in str(error) or "Disk quota exceeded" in str(error)
+        ):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
 
 
 @dataclass(frozen=True)
@@ -143,6 +174,61 @@ def snapshot_url(store: str, kind: str, snap_id: str) -> str:
     return join(store, kind, snap_id)
 
 
+def _owner() -> str:
+    """What names a staging folder's writer: ``{pid}@{host}``."""
+    return f"{os.getpid()}@{socket.gethostname()}"
+
+
+def _writer_gone(name: str) -> bool:
+    """Whether the staging folder ``name`` (``.tmp-{id}-{rand}-{pid}@{host}``) was left by a writer of this
+    host that no longer runs. Folders of other hosts, and of older versions (no owner), are never judged."""
+    owner = name.rsplit("-", 1)[-1]
+    pid, _, host = owner.partition("@")
+    if not name.startswith(".tmp-") or host != socket.gethostname() or not pid.isdigit():
+        return False
+    import psutil  # here: the GPU path (tests/test_gpu_path.py) reads snapshots without it
+
+    try:
+        return psutil.Process(int(pid)).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def remove_stale_staging(folder: Path) -> list[Path]:
+    """Remove the temporary folders under ``folder`` (a local store's kind folder) whose writers, on this host,
+    are gone; returns them. A killed writer leaves its folder (hidden: never listed, never opened)."""
+    removed = []
+    for path in folder.glob(".tmp-*") if folder.is_dir() else []:
+        if path.is_dir() and _writer_gone(path.name):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+            log.info("removed %s, left by a writer that was killed", path)
+    return removed
+
+
+def fsync(path: Path) -> None:
+    """Flush a file, or a folder's entries, to disk."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(folder: Path) -> None:
+    """Flush every file and folder under ``folder`` (itself included) to disk."""
+    for path in [*sorted(folder.rglob("*")), folder]:
+        fsync(path)
+
+
+def folder_bytes(fs: fsspec.AbstractFileSystem, path: str) -> int:
+    """Bytes of the files under ``path`` (0 when there is nothing)."""
+    try:
+        return sum(fs.du(path, total=False).values()) if fs.exists(path) else 0
+    except OSError:
+        return 0
+
+
 class SnapshotWriter:
     """Writes one snapshot atomically; use as a context manager.
 
@@ -152,35 +238,63 @@ class SnapshotWriter:
     the writer is ``resumable``: then the staging folder has a fixed name
     (``.partial-{id}``) and is kept, so a later writer of the same snapshot finds the
     pieces that were finished (each piece marks itself done; see ``npmcore.datastore``).
+    A store that fills up meanwhile raises :class:`StoreFullError`.
     """
 
     def __init__(self, store: str, kind: str, snap_id: str, resumable: bool = False):
+        self.store, self.kind, self.id = store, kind, snap_id
         self.final = snapshot_url(store, kind, snap_id)
         self.fs, _ = fsspec.core.url_to_fs(self.final)
         self.atomic_rename = isinstance(self.fs, LocalFileSystem)
-        name = f".partial-{snap_id}" if resumable else f".tmp-{snap_id}-{uuid.uuid4().hex[:8]}"
+        name = f".partial-{snap_id}" if resumable else f".tmp-{snap_id}-{uuid.uuid4().hex[:8]}-{_owner()}"
         self.staging = join(store, kind, name) if self.atomic_rename else self.final
         self.resumable = resumable
         self.files: dict[str, FileEntry] = {}
         self.committed = False
 
     def __enter__(self) -> "SnapshotWriter":
-        self.fs.makedirs(self.staging, exist_ok=True)
+        if self.atomic_rename:
+            remove_stale_staging(Path(self.fs._strip_protocol(join(self.store, self.kind))))
+        try:
+            self.fs.makedirs(self.staging, exist_ok=True)
+        except OSError as e:
+            if is_disk_full(e):
+                raise self._full(e) from e
+            raise
         return self
 
     def __exit__(self, exc_type, exc, tb) -> None:
         """Without a commit, remove what was written; a resumable writer keeps it for the next try. When the
         store itself failed, what cannot be removed stays: without its manifest it is no snapshot, and the
-        store's error is the one raised."""
-        if self.committed or self.resumable:
+        store's error is the one raised. A full store raises :class:`StoreFullError` from the error."""
+        if self.committed:
             return
-        try:
-            if self.fs.exists(self.staging):
-                self.fs.rm(self.staging, recursive=True)
-        except Exception as e:
-            if exc is None:
-                raise
-            log.warning("could not remove the unfinished %s: %s", self.staging, e)
+        full = self._full(exc) if is_disk_full(exc) else None
+        if not self.resumable:
+            try:
+                if self.fs.exists(self.staging):
+                    self.fs.rm(self.staging, recursive=True)
+            except Exception as e:
+                if exc is None:
+                    raise
+                log.warning("could not remove the unfinished %s: %s", self.staging, e)
+        if full is not None and not isinstance(exc, StoreFullError):
+            raise full from exc
+
+    def _full(self, error: BaseException) -> StoreFullError:
+        """The one-line error of a store that filled up while this snapshot was written."""
+        written = folder_bytes(self.fs, self.staging)
+        free = ""
+        if self.atomic_rename:
+            try:
+                free = f", {shutil.disk_usage(self.fs._strip_protocol(self.store)).free:,} bytes free"
+            except OSError:
+                pass
+        kept = f"; its finished pieces are kept in {self.staging}" if self.resumable else ""
+        return StoreFullError(
+            f"store {self.store} is full: writing {self.kind}/{self.id} needed more than the {written:,} bytes "
+            f"written before the disk filled{free} ({error}); make room and run the command again{kept}"
+        )
 
     def url(self, relpath: str) -> str:
         """Where to write ``relpath`` before the commit."""
@@ -195,24 +309,39 @@ class SnapshotWriter:
         self.add(relpath, FileEntry(sha256_bytes(data), len(data)))
 
     def commit(self, manifest: Manifest) -> str:
-        """Write the manifest last and publish; returns the snapshot URL."""
+        """Write the manifest last and publish; returns the snapshot URL. On a local store the folder is
+        flushed to disk, renamed into place (one atomic step) and the rename flushed too."""
         missing = set(self.files) ^ set(manifest.files)
         if missing:
             raise SnapshotError(f"manifest and written files disagree on {sorted(missing)}")
         with fsspec.open(self.url(MANIFEST), "w") as f:
             f.write(manifest.to_json())
         if self.atomic_rename:
-            if self.fs.exists(self.final):  # the same content was published meanwhile
-                self.fs.rm(self.staging, recursive=True)
-            else:
-                self.fs.mv(self.staging, self.final, recursive=True)
+            staging = Path(self.fs._strip_protocol(self.staging))
+            final = Path(self.fs._strip_protocol(self.final))
+            fsync_tree(staging)
+            try:
+                staging.rename(final)
+            except OSError:
+                if not (final / MANIFEST).exists():
+                    raise
+                shutil.rmtree(staging)  # the same content was published meanwhile
+            fsync(final.parent)
         self.committed = True
         log.info("committed snapshot %s", self.final)
         return self.final
 
 
 def read_manifest(url: str) -> Manifest:
-    """The manifest of the snapshot at ``url``; refuses a folder without one."""
+    """The manifest of the snapshot at ``url``; refuses a folder without one, and a hidden folder (a writer's
+    staging folder: ``.tmp-…``, ``.partial-…``), which is never a snapshot, manifest or not."""
+    manifest = _load_manifest(url)
+    if url.rstrip("/").rsplit("/", 1)[-1].startswith("."):  # its manifest is written before it is renamed
+        raise SnapshotError(f"{url} is not a snapshot: it is the staging folder of an unfinished write")
+    return manifest
+
+
+def _load_manifest(url: str) -> Manifest:
     path = join(url, MANIFEST)
     try:
         with fsspec.open(path, "r") as f:
@@ -235,18 +364,23 @@ def open_snapshot(url: str, kind: str | None = None, verify: bool = True) -> Man
     if kind is not None and manifest.kind != kind:
         raise SnapshotError(f"{url} is a {manifest.kind!r} snapshot, not a {kind!r} snapshot")
     if verify:
-        for relpath, expected in sorted(manifest.files.items()):
-            try:
-                actual = sha256_file(join(url, relpath))
-            except FileNotFoundError:
-                raise SnapshotError(f"snapshot {url}: file {relpath} is missing") from None
-            if actual != expected:
-                raise SnapshotError(
-                    f"snapshot {url}: checksum mismatch in {relpath} "
-                    f"(manifest sha256 {expected.sha256[:12]}…, {expected.bytes} bytes; "
-                    f"found {actual.sha256[:12]}…, {actual.bytes} bytes)"
-                )
+        verify_files(url, manifest)
     return manifest
+
+
+def verify_files(url: str, manifest: Manifest) -> None:
+    """Check the sha256 of every file ``manifest`` lists under ``url``."""
+    for relpath, expected in sorted(manifest.files.items()):
+        try:
+            actual = sha256_file(join(url, relpath))
+        except FileNotFoundError:
+            raise SnapshotError(f"snapshot {url}: file {relpath} is missing") from None
+        if actual != expected:
+            raise SnapshotError(
+                f"snapshot {url}: checksum mismatch in {relpath} "
+                f"(manifest sha256 {expected.sha256[:12]}…, {expected.bytes} bytes; "
+                f"found {actual.sha256[:12]}…, {actual.bytes} bytes)"
+            )
 
 
 def existing_snapshot(url: str, verify: bool = True) -> Manifest | None:
@@ -277,7 +411,7 @@ def local_folder(url: str, cache: Path | None = None) -> Path:
         for relpath in [*manifest.files, MANIFEST]:
             (partial / relpath).parent.mkdir(parents=True, exist_ok=True)
             fs.get_file(join(path, relpath), str(partial / relpath))
-        open_snapshot(str(partial))  # checksums of the copy
+        verify_files(str(partial), _load_manifest(str(partial)))  # checksums of the copy
         if (target / MANIFEST).exists():  # copied meanwhile by another process
             shutil.rmtree(partial)
         else:

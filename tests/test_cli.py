@@ -79,7 +79,7 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     assert result.exit_code == 0, result.output
     answers = json.loads(result.output.strip().splitlines()[-1])
     assert len(answers) == 5 and set(answers[0]) == {"answer", "score", "confidence", "abstained", "evidence"}
-    assert 0 <= answers[0]["confidence"] <= 1 and answers[1]["confidence"] <= answers[0]["confidence"]
+    assert all(0 <= a["confidence"] <= 1 for a in answers)  # each answer's own probability, not a ranking
     evidence = answers[0]["evidence"][0]
     assert set(evidence) == {"block_id", "title", "text", "start", "end", "score"}
     assert evidence["text"][evidence["start"] : evidence["end"]] == answers[0]["answer"]

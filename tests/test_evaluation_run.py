@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from flows.cli import app
 from npmcore.evaluation.metrics import repeats_query
 from npmcore.evaluation.run import run_task
+from npmcore.evaluation.selective import calibration_report
 from npmcore.evaluation.tasks import Example, Task, load_task
 from npmcore.inference import NPM, InferenceConfig, label_token_ids
 from npmcore.storage import open_snapshot
@@ -50,14 +51,20 @@ def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path, prefect_server):
         "score": 0.5,
         "query_copy_rate": result.query_copy_rate,
         "breakdown": {"ceiling": result.breakdown["ceiling"]},  # the gold written in the passages searched
+        "calibration": result.calibration,  # how well each prediction's confidence says when it is right
     }
+    confidences = [r.confidence for r in result.records]
+    assert all(0 <= c <= 1 for c in confidences)
+    assert result.calibration == calibration_report(confidences, [r.correct for r in result.records])
     assert result.query_copy_rate == sum(repeats_query(p, q) for p, q in zip(predicted, QUERIES)) / 4
     client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
     (run,) = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])
     assert run.data.metrics["exact_match"] == 0.5 and run.data.params["index"] == flat.url
     assert run.data.metrics["query_copy_rate"] == result.query_copy_rate
     assert run.data.params["encoder_fingerprint"] == flat.manifest.config["encoder_fingerprint"]
-    assert [a.path for a in client.list_artifacts(run.info.run_id)] == ["predictions.jsonl", "ranker.json"]
+    logged = [a.path for a in client.list_artifacts(run.info.run_id)]
+    assert logged == ["predictions.jsonl", "ranker.json", "reliability.png", "risk_coverage.png"]
+    assert run.data.metrics["calibration.ece"] == result.calibration["ece"]
     assert run.data.params["scoring"] == "evidence"  # and the weights it ranked with, as params and a file
     assert float(run.data.params["ranker.left_share"]) == flat.ranker.position[0]
     single = runner.invoke(
@@ -181,6 +188,8 @@ def test_evaluate_flow_runs_systems_temperatures_and_exact_search(flat, tmp_path
             "predictions.jsonl",
             "accuracy_by_answer_length.png",
             "ranker.json",
+            "reliability.png",
+            "risk_coverage.png",
         }
     bad = runner.invoke(app, ["eval", "--suite", "slow", "--index", flat.url])
     assert bad.exit_code == 2 and "unknown suite 'slow'" in bad.output

@@ -177,6 +177,8 @@ def eval_command(
             }
             if r.lam is not None:
                 line.update(**{"lambda": r.lam, "fraction": r.fraction, "perplexity": r.perplexity})
+            if r.calibration is not None:
+                line["calibration"] = r.calibration
             if r.breakdown:
                 line["breakdown"] = r.breakdown
             print(json.dumps(line, ensure_ascii=False))
