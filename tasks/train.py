@@ -17,14 +17,8 @@ from npmcore.tracking import QUERY_MODEL, describe_version, log_config, log_enco
 from npmcore.train import StepStats, TrainConfig, export_checkpoint, held_out_metrics, load_trained, train
 from tasks import HOUR, inputs_and_version, is_transient, link_runs
 
-
-def _log_step(stats: StepStats) -> None:
-    metrics = asdict(stats)
-    mlflow.log_metrics({k: v for k, v in metrics.items() if k != "step" and v is not None}, step=stats.step)
-
-
-@task(
-    name="train-encoder",
+# a training task: retried once on a transient failure (resuming its newest checkpoint), cached by its inputs
+TRAINING = dict(
     retries=1,
     retry_delay_seconds=30,
     retry_condition_fn=is_transient,
@@ -32,6 +26,14 @@ def _log_step(stats: StepStats) -> None:
     cache_key_fn=inputs_and_version,
     persist_result=True,
 )
+
+
+def _log_step(stats: StepStats | QueryStepStats) -> None:
+    metrics = asdict(stats)
+    mlflow.log_metrics({k: v for k, v in metrics.items() if k != "step" and v is not None}, step=stats.step)
+
+
+@task(name="train-encoder", **TRAINING)
 def train_task(
     config: TrainConfig, preset: str, store: str, tracking_uri: str, experiment: str, alias: str | None, progress: bool
 ) -> str:
@@ -90,19 +92,7 @@ def held_out_task(run_dir: str, step: int, corpus: str, batches: int) -> dict[st
     return held_out_metrics(model, tokenizer, config, corpus, batches)
 
 
-def _log_query_step(stats: QueryStepStats) -> None:
-    mlflow.log_metrics({k: v for k, v in asdict(stats).items() if k != "step"}, step=stats.step)
-
-
-@task(
-    name="train-query-encoder",
-    retries=1,
-    retry_delay_seconds=30,
-    retry_condition_fn=is_transient,
-    timeout_seconds=7 * 24 * HOUR,
-    cache_key_fn=inputs_and_version,
-    persist_result=True,
-)
+@task(name="train-query-encoder", **TRAINING)
 def train_query_task(
     config: QueryTrainConfig, store: str, tracking_uri: str, experiment: str, alias: str | None, progress: bool
 ) -> str:
@@ -118,7 +108,7 @@ def train_query_task(
         with step_progress("query-side training", config.steps, terminal=progress) as show:
 
             def on_step(stats: QueryStepStats) -> None:
-                _log_query_step(stats)
+                _log_step(stats)
                 show(stats)
 
             train_query(config, run_dir, on_step=on_step)
