@@ -34,8 +34,7 @@ configure_environment()
 
 import mlflow  # noqa: E402
 import numpy as np  # noqa: E402
-from paper_table import KNOWLEDGE_PASSAGES, NAMES_PASSAGES  # noqa: E402
-from ranker import CLOZE_SETS, DATA  # noqa: E402
+from ranker import CLOZE_SETS, DATA, DATED  # noqa: E402
 
 from flows.evaluate import EvalParams, runs_of, task_indexes  # noqa: E402
 from flows.params import ClusterParams  # noqa: E402
@@ -52,14 +51,6 @@ from npmcore.tracking import resolve_encoder, tracking, tracking_uri  # noqa: E4
 
 ANSWERS = 5  # answers per fact fitted on: the service shows five, each with its confidence
 BATCH = 32
-# dated dev sets: (which dated index, passages, query words allowed), as bench/paper_table.py asks them
-DATED = {
-    "trex": (1, KNOWLEDGE_PASSAGES, True),
-    "google_re": (1, KNOWLEDGE_PASSAGES, True),
-    "kamel": (1, KNOWLEDGE_PASSAGES, True),
-    "temporal": (1, NAMES_PASSAGES, False),
-    "entity_translation": (0, NAMES_PASSAGES, False),
-}
 
 
 def answered(npm: NPM, task: Task, params: EvalParams) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -100,7 +91,7 @@ def main() -> None:
         raise SystemExit(f"--model {args.model} is not a folder to write {CONFIDENCE_FILE} into: give --out")
     out = args.out or Path(local_model_dir(args.model or str(default_encoder_path())))
     tasks = {name: load_task("cloze", limit=None, path=str(DATA / file)) for name, file in CLOZE_SETS.items()}
-    tasks |= {name: load_task(name, limit=args.limit, seed=0, split="dev") for name in DATED}
+    tasks |= {name: load_task(task, limit=args.limit, seed=0, split="dev") for name, (task, *_) in DATED.items()}
     sets: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     with tempfile.TemporaryDirectory() as tmp, prefect_api():
         store = args.store or tmp
@@ -111,7 +102,7 @@ def main() -> None:
             default_index = task_indexes(tasks["cloze"], cluster)[0]
         npms: dict[str, NPM] = {}
         for name, task in tasks.items():
-            which, passages, query_words = DATED.get(name, (None, base.passages, False))
+            _, which, passages, query_words = DATED.get(name, (None, None, base.passages, False))
             index = default_index if which is None else args.dated_indexes[which]
             npm = npms.setdefault(index, NPM(index, encoder=encoder))
             params = base.model_copy(update={"passages": passages, "exclude_query_words": not query_words})

@@ -136,7 +136,7 @@ def main() -> None:
         model: str | None = args.model,
         data: Path | None = None,
     ) -> dict[tuple[str, str], EvalRow]:
-        if not tasks or not systems:  # the dev split has no NQ or TriviaQA; --no-baselines
+        if not tasks or not systems:  # --no-baselines
             return {}
         params = EvalParams(
             tasks=tasks,

@@ -10,8 +10,10 @@ candidates with their evidence features (``NPM.candidates``). The dev facts: the
 the paraphrase set, the cloze dev split, and a seeded ``--lama-limit`` of the LAMA dev facts (one
 fifth of the facts by uuid hash; never test facts), and with ``--dated-indexes`` (the indexes of the
 May 2015 and September 2020 dumps that ``bench/paper_table.py`` builds) the dev splits of the tasks
-measured on them: entity translation on the 2015 index, KAMEL and the temporal facts on the 2020
-one (``--lama-limit`` facts each, seeded); each set weighing the same in the fit. A
+measured on them, asked as the paper table asks them (:data:`DATED`): T-REx, Google-RE and KAMEL
+on the 2020 index (``trex_2020``, ``google_re_2020``, ``kamel``: 10 passages, query words allowed), NQ and
+TriviaQA on it (10 passages), the temporal facts on it and entity translation on the 2015 index (3
+passages), ``--lama-limit`` facts each, seeded; each set weighing the same in the fit. A
 candidate is right when its decoded text equals a gold answer, accents and punctuation aside
 (``npmcore.evaluation.diagnostics.answer_key``).
 
@@ -35,6 +37,7 @@ configure_environment()
 
 import mlflow  # noqa: E402
 import numpy as np  # noqa: E402
+from paper_table import KNOWLEDGE_PASSAGES, NAMES_PASSAGES  # noqa: E402
 
 from flows.evaluate import EvalParams, runs_of, task_indexes  # noqa: E402
 from flows.params import ClusterParams  # noqa: E402
@@ -53,13 +56,25 @@ CLOZE_SETS = {"verbatim": "verbatim-dev.jsonl", "paraphrase": "paraphrase-dev.js
 BATCH = 32
 
 
-DATED_SETS = {"entity_translation": 0, "kamel": 1, "temporal": 1}  # the dev set: which dated index it searches
+# the dated dumps' dev sets, as bench/paper_table.py asks them: set -> (task, which dated index, passages,
+# query words allowed); the planted trex and google_re sets search their reference corpora instead
+DATED = {
+    "trex_2020": ("trex", 1, KNOWLEDGE_PASSAGES, True),
+    "google_re_2020": ("google_re", 1, KNOWLEDGE_PASSAGES, True),
+    "kamel": ("kamel", 1, KNOWLEDGE_PASSAGES, True),
+    "nq": ("nq", 1, KNOWLEDGE_PASSAGES, False),
+    "triviaqa": ("triviaqa", 1, KNOWLEDGE_PASSAGES, False),
+    "temporal": ("temporal", 1, NAMES_PASSAGES, False),
+    "entity_translation": ("entity_translation", 0, NAMES_PASSAGES, False),
+}
 
 
 def dev_tasks(lama_limit: int, dated: bool) -> dict[str, Task]:
     tasks = {name: load_task("cloze", limit=None, path=str(DATA / file)) for name, file in CLOZE_SETS.items()}
-    for name in ("trex", "google_re", *(DATED_SETS if dated else ())):
+    for name in ("trex", "google_re"):
         tasks[name] = load_task(name, limit=lama_limit, seed=0, split="dev")
+    for name, (task, *_) in DATED.items() if dated else ():
+        tasks[name] = load_task(task, limit=lama_limit, seed=0, split="dev")
     return tasks
 
 
@@ -119,12 +134,15 @@ def main() -> None:
         with dask_cluster(None, None) as address:
             cluster = params.model_copy(update={"cluster": ClusterParams(dask_address=address)})
             for name, task in tasks.items():
-                dated = args.dated_indexes[DATED_SETS[name]] if name in DATED_SETS else None
+                dated = args.dated_indexes[DATED[name][1]] if name in DATED else None
                 indexes[name] = dated or task_indexes(task, cluster)[0]
+        npms: dict[str, NPM] = {}
         for name, task in tasks.items():
-            ((_, tau),) = runs_of(task, params)
-            npm = NPM(indexes[name], encoder=encoder)
-            sets[name] = labelled(npm, task, params.inference(tau, name), 1 / len(task.examples))
+            _, _, passages, query_words = DATED.get(name, (None, None, params.passages, False))
+            asked = params.model_copy(update={"passages": passages, "exclude_query_words": not query_words})
+            ((_, tau),) = runs_of(task, asked)
+            npm = npms.setdefault(indexes[name], NPM(indexes[name], encoder=encoder))
+            sets[name] = labelled(npm, task, asked.inference(tau, task.name), 1 / len(task.examples))
             print(f"{name}: {len(sets[name])} facts, right answer among the candidates for "
                   f"{np.mean([e.gold.any() for e in sets[name]]):.3f}", flush=True)  # fmt: skip
         pooled = [e for examples in sets.values() for e in examples]

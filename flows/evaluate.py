@@ -61,8 +61,9 @@ class EvalParams(BaseModel):
     seed: int = 0
     split: Literal["test", "dev"] = Field(
         "test",
-        description="test, or dev: the tuning data of sst2 (its dev file), trex and google_re (a fixed fifth of "
-        "the facts), wikitext2 (a fixed fifth of the articles); the cloze task's split is its data file.",
+        description="test, or dev: the tuning data of sst2, kamel, entity_translation and temporal (their dev "
+        "files), trex and google_re (a fixed fifth of the facts), nq and triviaqa (a fixed fifth of the questions), "
+        "wikitext2 (a fixed fifth of the articles); the cloze task's split is its data file.",
     )
     systems: list[System | MaskedSystem] = Field(
         ["npm"],

@@ -17,7 +17,16 @@ from npmcore.evaluation.metrics import (
     repeats_query,
 )
 from npmcore.evaluation.references import leakage, reference_documents, write_reference_corpus
-from npmcore.evaluation.tasks import CLOSED_TASKS, LAMA_TASKS, SENTIMENT_TASKS, TASKS, lama_split, load_task
+from npmcore.evaluation.tasks import (
+    CLOSED_TASKS,
+    LAMA_TASKS,
+    QUESTION_TASKS,
+    SENTIMENT_TASKS,
+    TASKS,
+    lama_split,
+    load_task,
+    question_split,
+)
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 assert DATA.is_dir(), f"test data missing: {DATA} (the shared data folder must sit beside the repository)"
@@ -170,6 +179,17 @@ def test_lama_dev_and_test_splits_are_disjoint_and_cover_every_fact(name):
     assert not dev_ids & test_ids and (dev.split, test.split) == ("dev", "test")
     assert 0.15 < len(dev_ids) / (len(dev_ids) + len(test_ids)) < 0.25  # one fifth of the facts, by uuid hash
     assert all(lama_split(i) == "dev" for i in dev_ids) and all(lama_split(i) == "test" for i in test_ids)
+
+
+@pytest.mark.parametrize("name", QUESTION_TASKS)
+def test_question_dev_and_test_splits_are_disjoint_and_cover_every_question(name):
+    dev, test = (load_task(name, limit=None, split=split) for split in ("dev", "test"))
+    everything = [*dev.examples, *test.examples]
+    assert len({e.id for e in everything}) == len(everything)  # disjoint
+    assert len(everything) == len(load_task(name, limit=None).examples) + len(dev.examples)  # together: the file
+    assert 0.15 < len(dev.examples) / len(everything) < 0.25  # one fifth of the questions, by the hash of their words
+    assert {question_split(e.text) for e in dev.examples} == {"dev"}
+    assert {question_split(e.text) for e in test.examples} == {"test"}
 
 
 def test_sst2_dev_is_its_own_file_and_tasks_without_dev_data_refuse_it():

@@ -58,7 +58,11 @@ def eval_command(
     ] = None,
     seed: int = 0,
     split: Annotated[
-        str, typer.Option(help="test, or dev (tuning data: sst2, trex, google_re, wikitext2; cloze: its --data file).")
+        str,
+        typer.Option(
+            help="test, or dev (tuning data: a fixed fifth of trex, google_re, nq, triviaqa and wikitext2; the dev "
+            "files of sst2, kamel, entity_translation and temporal; cloze: its --data file)."
+        ),
     ] = "test",
     system: Annotated[
         list[str] | None,

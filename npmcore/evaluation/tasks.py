@@ -60,10 +60,11 @@ TASKS = (*CLOSED_TASKS, *LAMA_TASKS, "kamel", *QUESTION_TASKS, *DRAWN_TASKS, "cl
 Split = Literal["test", "dev"]
 # Tuning data never evaluated as test: SST-2's own dev file, and for LAMA the facts whose uuid
 # hashes into one fifth of the space (a fixed split, the same for every seed and limit).
-# WikiText-2 likewise splits its test articles by title. KAMEL has its own dev files. The cloze
+# WikiText-2 likewise splits its test articles by title, and NQ and TriviaQA their questions by text
+# (the files here are their published dev sets, which the paper tests on). KAMEL has its own dev files. The cloze
 # task's split is its file (bench/data/cloze-dev.jsonl, cloze-test.jsonl).
 DEV_FILES = {"sst2": "sst2/dev.tsv"}
-DEV_SPLITS = (*DEV_FILES, *LAMA_TASKS, "kamel", *DRAWN_TASKS, "cloze", "wikitext2")
+DEV_SPLITS = (*DEV_FILES, *LAMA_TASKS, "kamel", *QUESTION_TASKS, *DRAWN_TASKS, "cloze", "wikitext2")
 WIKITEXT_MASKED = 0.15  # share of WikiText-2's words that are masked positions (a fixed sample)
 WIKITEXT_WINDOW = 40  # words of context kept on each side of a masked word
 
@@ -230,6 +231,12 @@ def _temporal_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
         yield _example(query, new, None, str(row["id"]), query.replace(MASK, new[0]), group=kind, stale=stale)
 
 
+def question_split(question: str) -> Split:
+    """The split of an NQ or TriviaQA question: dev for one fifth of the questions (by the hash of its
+    words), test for the rest."""
+    return "dev" if _hash_fraction(" ".join(question.split())) < 0.2 else "test"
+
+
 def _question_example(question: str, answers: tuple[str, ...], id: str) -> Example | str:
     question = " ".join(question.split())
     if not any(a.strip() for a in answers):
@@ -237,16 +244,20 @@ def _question_example(question: str, answers: tuple[str, ...], id: str) -> Examp
     return _example(question_query(question), answers, None, id, question)
 
 
-def _nq_examples(data_dir: Path) -> Iterator[Example | str]:
+def _nq_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
     path = data_dir / "nq" / "NQ-open.dev.jsonl"
     for line, row in read_jsonl(path, ("question", "answer")):
+        if question_split(string_field(path, line, row, "question")) != split:
+            continue
         answers = string_list(path, line, row["answer"], "answer")
         yield _question_example(string_field(path, line, row, "question"), answers, f"nq-{line}")
 
 
-def _triviaqa_examples(data_dir: Path) -> Iterator[Example | str]:
+def _triviaqa_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
     path = data_dir / "triviaqa" / "dpr_trivia_test.qa.tsv"
     for line, row in read_tsv(path, ("question", "answers"), quoted=True):
+        if question_split(row["question"]) != split:
+            continue
         try:
             value = ast.literal_eval(row["answers"])
         except (ValueError, SyntaxError) as e:
@@ -357,9 +368,9 @@ def load_task(
     elif name == "temporal":
         items = _temporal_examples(DRAWN_DATA_DIR, split)
     elif name == "nq":
-        items = _nq_examples(data_dir)
+        items = _nq_examples(data_dir, split)
     elif name == "triviaqa":
-        items = _triviaqa_examples(data_dir)
+        items = _triviaqa_examples(data_dir, split)
     elif name == "wikitext2":
         items = _wikitext_examples(data_dir, split)
     else:
