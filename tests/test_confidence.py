@@ -185,7 +185,12 @@ def test_the_shipped_calibrator_was_fitted_on_the_shipped_encoder_and_ranker(npm
     assert shipped.encoder == npm.fingerprint
     assert shipped.ranker == ranker_checksum(ranker_of(str(default_encoder_path())))
     assert (npm.calibrator.encoder, npm.calibrator.min_confidence) == (shipped.encoder, shipped.min_confidence)
-    assert 0 < shipped.min_confidence < 1 and set(shipped.provenance["sets"]) >= {"trex", "kamel", "temporal"}
+    assert 0 < shipped.min_confidence < 1 and set(shipped.provenance["sets"]) >= {
+        "trex_2020",
+        "kamel",
+        "triviaqa",
+        "temporal",
+    }
 
 
 def test_a_query_abstains_below_the_threshold_and_keeps_its_best_guess(npm):
