@@ -13,17 +13,22 @@ passages, which every index answers. Then a second real index of the same corpus
 served factory trained on another sample size over the same datastore; of BM25 alone: the corpus's
 BM25 for the same encoder under its other name), and while 4 clients keep querying, the serving pointer is
 moved to it and back (``npmcore.serving``): each move counts once the service reports the new
-index. The service's RSS is sampled throughout.
+index. Between the two moves a copy of the second index with its largest file damaged (8 bytes inverted, as a bad
+disk leaves it) is offered: ``npmcore serving set`` must refuse it, and once written into the pointer by hand the
+service must refuse it too, name it in ``/v1/index`` and keep answering from the index it has (the pointer
+written back as it was clears the refusal). The service's RSS is sampled throughout.
 The service encodes queries in ``--precision`` (``auto``: the machine's). Last line, one JSON object:
 ``{"factory", "precision", "index_precision", "answers", "p50_ms_c1", "p99_ms_c1", "qps_c1", "qps_c4",
-"qps_c16", "p99_ms_c16", "errors", "swaps", "swap_errors", "p99_ms_during_swap", "rss_mb_steady",
-"rss_mb_swap_peak"}``.
+"qps_c16", "p99_ms_c16", "errors", "swaps", "swap_errors", "corrupt_refused", "p99_ms_during_swap",
+"rss_mb_steady", "rss_mb_swap_peak"}`` (``swap_errors``: failed requests during the moves and the corrupt offer;
+``corrupt_refused``: 1 when both refused the corrupt copy).
 """
 
 import argparse
 import asyncio
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -119,6 +124,22 @@ def second_index(index: str) -> str:
     return build_index(served.datastore, IndexConfig(factory=config["factory"], train_size=config["train_size"] + 1000))
 
 
+def corrupt_copy(index: str) -> str:
+    """A copy of a local ``index`` beside it (``{id}-corrupt``), its largest file with 8 bytes inverted (the
+    same size, another checksum), its other files hard links."""
+    source = Path(index)
+    target = source.with_name(f"{source.name}-corrupt")
+    shutil.rmtree(target, ignore_errors=True)
+    shutil.copytree(source, target, copy_function=os.link)
+    largest = max((p for p in target.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+    data = bytearray(largest.read_bytes())
+    largest.unlink()  # a link: the original's bytes stay as they are
+    middle = len(data) // 2
+    data[middle : middle + 8] = bytes(b ^ 0xFF for b in data[middle : middle + 8])
+    largest.write_bytes(data)
+    return str(target)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--store", default=str(ROOT / "npm-store"), help="a store with an index (make demo)")
@@ -129,11 +150,13 @@ def main() -> None:
     args = parser.parse_args()
 
     from npmcore.serving import read_serving, serving_index, set_serving
+    from npmcore.storage import SnapshotError
 
     store = str(Path(args.store).resolve())
     first = serving_index(store)
     pointer = read_serving(store)
     other = second_index(first)
+    corrupt = corrupt_copy(other)
     queries = [json.loads(line)["query"] for line in (ROOT / "bench" / "data" / "cloze-test.jsonl").open()]
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -161,7 +184,29 @@ def main() -> None:
             print(f"concurrency {clients}: {result}", file=sys.stderr, flush=True)
         steady = rss.mark()
 
-        swaps, swap_latencies, swap_errors = 0, [], 0
+        swaps, swap_latencies, swap_errors, corrupt_refused = 0, [], 0, 0
+
+        async def offer_corrupt(http: httpx.AsyncClient) -> None:
+            """Offer the corrupt copy: refused by ``serving set``, then written by hand, refused by the service;
+            then the pointer as it was, written back by hand, clears the refusal."""
+            nonlocal corrupt_refused
+            try:
+                await asyncio.to_thread(set_serving, store, corrupt, "bench/serve.py: must be refused")
+                return
+            except SnapshotError:
+                pass
+            file = Path(store, "serving.json")
+            before = file.read_text()
+            file.write_text(json.dumps({"index": corrupt, "previous": [other], "reason": "bench/serve.py: by hand"}))
+            while (served := (await http.get(f"{url}/v1/index")).json())["refused"] is None:
+                if served["index"] == corrupt:  # swapped in: not refused
+                    return
+                await asyncio.sleep(0.1)
+            named = served["refused"]["index"] == corrupt and served["index"] == other
+            file.write_text(before)
+            while (await http.get(f"{url}/v1/index")).json()["refused"] is not None:
+                await asyncio.sleep(0.1)
+            corrupt_refused += named
 
         async def swapping() -> None:
             nonlocal swaps
@@ -173,6 +218,9 @@ def main() -> None:
                         await asyncio.sleep(0.1)
                     swaps += 1
                     await asyncio.sleep(2)
+                    if target == other:
+                        await offer_corrupt(http)
+                        await asyncio.sleep(2)
 
         async def measured() -> None:
             nonlocal swap_latencies, swap_errors
@@ -185,6 +233,7 @@ def main() -> None:
             "errors": errors,
             "swaps": swaps,
             "swap_errors": swap_errors,
+            "corrupt_refused": corrupt_refused,
             "p99_ms_during_swap": round(float(np.percentile(swap_latencies, 99)), 1),
             "rss_mb_steady": round(steady, 1),
             "rss_mb_swap_peak": round(rss.mark(), 1),
@@ -193,6 +242,7 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=30)
+        shutil.rmtree(corrupt)
         if pointer is not None:
             set_serving(store, pointer.index, "bench/serve.py: as before")
     print(json.dumps(result))

@@ -11,9 +11,11 @@ Concurrent requests are batched: a request waits at most ``max_wait_ms`` for oth
 encoder forward, batches hold at most ``max_batch`` queries, and a bounded queue answers 503 with
 ``Retry-After`` when full (never a hang). The served index follows the store's serving pointer
 (:mod:`npmcore.serving`): a watcher loads a new index beside the old one, checks it (checksums,
-counts, canary queries) and switches in one assignment; requests already holding the old index
-finish on it, and it is dropped when the last of them is done. A broken index is refused and the
-old one keeps serving; ``/metrics`` and the log say why.
+its datastore's sizes, counts, canary queries) and switches in one assignment; requests already
+holding the old index finish on it, and it is dropped when the last of them is done. An index that
+cannot be loaded or fails a check (corrupt, missing, a pointer written by hand) is refused and the
+old one keeps serving; ``/v1/index`` names it and why until the pointer names an index served, and
+``/metrics`` and the log say so too. A refused index is tried again when the pointer is written again.
 """
 
 import asyncio
@@ -39,7 +41,7 @@ from npmcore.confidence import Calibrator, abstention
 from npmcore.evaluation.templates import CLOSED_SPECS
 from npmcore.inference import MASK, NPM, InferenceConfig, Scoring, Unsupported, label_token_ids
 from npmcore.precision import Setting
-from npmcore.serving import read_serving, serving_index
+from npmcore.serving import Serving, check_datastore, read_serving, serving_pointer
 from npmcore.storage import read_manifest
 
 log = logging.getLogger(__name__)
@@ -86,6 +88,7 @@ class Served:
 
     def check(self) -> None:
         """Refuse an index whose parts disagree with its manifest or that cannot answer."""
+        check_datastore(self.npm.index_snapshot)  # its own files' checksums: NPM verified them
         counts = self.manifest.counts
         vectors = counts["tokens"] if self.npm.index is None else self.npm.index.ntotal  # BM25 alone: no vectors
         if vectors != counts["tokens"] or len(self.npm.corpus.tokens) != counts["tokens"]:
@@ -126,6 +129,18 @@ class Metrics:
         self.refused = Counter("npm_index_refused", "Indexes refused", ["reason"], registry=self.registry)
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """An index the service would not serve, and why (``/v1/index``, ``/readyz``)."""
+
+    index: str
+    reason: str  # the error's first line: the file that failed its checksum, the check that failed
+    pointer_at: str | None  # when the pointer naming it was written (None: --index); written again: tried again
+
+    def public(self) -> dict[str, str]:
+        return {"index": self.index, "reason": self.reason}
+
+
 class Service:
     """The served index, its swaps, and the batches of queries run against it."""
 
@@ -133,7 +148,7 @@ class Service:
         self.settings = settings
         self.metrics = Metrics()
         self.current: Served | None = None
-        self.refused: dict[str, str] = {}  # index URL -> why it was refused
+        self.refused: Refusal | None = None  # the index last named and refused, until another is served
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._executor = ThreadPoolExecutor(1, thread_name_prefix="npm-batch")  # torch uses the cores within
@@ -145,20 +160,32 @@ class Service:
         """The Prometheus exposition of the service's metrics."""
         return generate_latest(self.metrics.registry).decode()
 
-    def target(self) -> str:
-        return self.settings.index or serving_index(self.settings.store)
+    def first(self) -> None:
+        """Load the index to serve at start: the one given (``--index``), else the pointer's."""
+        if self.settings.index is not None:
+            self.load(self.settings.index)
+        else:
+            self.follow(serving_pointer(self.settings.store))
 
-    def load(self, url: str) -> None:
-        """Load and check ``url`` beside the served index, then switch to it; a failure leaves the old one."""
+    def follow(self, pointer: Serving) -> None:
+        """Serve the index ``pointer`` names: load it unless it is served, or was refused under this same pointer."""
+        if self.current is not None and pointer.index == self.current.url:
+            self.refused = None  # named the served index again (a rollback after a refusal)
+        elif self.refused is None or (self.refused.index, self.refused.pointer_at) != (pointer.index, pointer.at):
+            self.load(pointer.index, pointer.at)
+
+    def load(self, url: str, pointer_at: str | None = None) -> None:
+        """Load and check ``url`` beside the served index, then switch to it; a failure leaves the old one
+        serving and is kept in :attr:`refused` (``pointer_at``: when the pointer that named it was written)."""
         try:
             new = Served(url, self.settings.precision, self.settings.model)
             new.check()
         except Exception as e:  # a broken index of any kind: refused, the old one keeps serving
-            reason = f"{type(e).__name__}: {e}".splitlines()[0][:300]
-            self.refused[url] = reason
+            self.refused = Refusal(url, f"{type(e).__name__}: {e}".splitlines()[0][:500], pointer_at)
             self.metrics.refused.labels(reason=type(e).__name__).inc()
-            log.error("index %s refused: %s", url, reason)
+            log.error("index %s refused: %s", url, self.refused.reason)
             return
+        self.refused = None
         with self._lock:
             old, self.current = self.current, new
             if old is not None:
@@ -177,12 +204,11 @@ class Service:
         """Follow the serving pointer until stopped (a thread)."""
         while not self._stop.wait(self.settings.poll_s):
             try:
-                url = self.target()
+                pointer = serving_pointer(self.settings.store)
             except Exception as e:  # the store does not answer: keep serving, try again
                 log.warning("cannot read the serving pointer: %s", e)
                 continue
-            if (self.current is None or url != self.current.url) and url not in self.refused:
-                self.load(url)
+            self.follow(pointer)
 
     @contextmanager
     def using(self) -> Iterator[Served]:
@@ -414,7 +440,7 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI):
         loop = asyncio.get_running_loop()
         tasks = service.start(loop)
-        loading = loop.run_in_executor(None, lambda: service.load(service.target()))
+        loading = loop.run_in_executor(None, service.first)
         watcher = threading.Thread(target=service.watch, daemon=True, name="npm-serving-pointer")
         loading.add_done_callback(lambda _: watcher.start() if settings.index is None else None)
         yield
@@ -521,7 +547,7 @@ def create_app(settings: Settings) -> FastAPI:
             "answers": served.answers(),
             "confidence": confidence_of(served.npm.calibrator),
             "cannot": {kind: why for kind, why in served.refusals().items() if why},
-            "refused": service.refused,
+            "refused": None if service.refused is None else service.refused.public(),
         }
 
     @app.get("/livez")
@@ -531,7 +557,8 @@ def create_app(settings: Settings) -> FastAPI:
     @app.get("/readyz")
     async def readyz():
         if service.current is None:
-            return JSONResponse({"ready": False, "refused": service.refused}, 503)
+            refused = None if service.refused is None else service.refused.public()
+            return JSONResponse({"ready": False, "refused": refused}, 503)
         return {"ready": True, "index": service.current.url}
 
     @app.get("/metrics")

@@ -1,9 +1,12 @@
 """The query service (npmcore api) and the serving pointer, on a copy of the shared news store."""
 
+import json
+import os
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 import urllib.parse
 from html.parser import HTMLParser
@@ -19,6 +22,7 @@ from flows.cli import app as cli
 from npmcore.api import Service, Settings, create_app
 from npmcore.indexer import IndexConfig, build_index
 from npmcore.serving import read_serving, rollback_serving, serve_if_unset, serving_index, set_serving
+from npmcore.storage import SnapshotError
 
 QUERY = "Australian firefighters battled bushfires near [MASK]."
 UNKNOWN = "Aristotle was a student of [MASK]."
@@ -201,8 +205,127 @@ def test_a_batch_in_flight_finishes_on_the_old_index_and_a_broken_index_is_refus
         f.seek(200)
         f.write(b"\x00\x01")
     service.load(broken)
-    assert service.current.url == second and "checksum mismatch in tokens.npy" in service.refused[broken]
+    assert service.current.url == second and service.refused.index == broken
+    assert "checksum mismatch in tokens.npy" in service.refused.reason
     assert 'npm_index_refused_total{reason="SnapshotError"} 1.0' in service.metrics_text()
+
+
+def linked_copy(snapshot: str, target: Path, damaged: str, damage) -> str:
+    """A copy of ``snapshot`` at ``target``, its files hard links but ``damaged``, a real copy that ``damage``
+    (bytes -> bytes) changed (the original is untouched)."""
+    shutil.copytree(snapshot, target, copy_function=os.link)
+    data = (target / damaged).read_bytes()
+    (target / damaged).unlink()
+    (target / damaged).write_bytes(damage(data))
+    return str(target)
+
+
+def flipped(data: bytes) -> bytes:
+    """``data`` with 8 bytes in its middle inverted: the same size, another checksum."""
+    middle = len(data) // 2
+    return data[:middle] + bytes(b ^ 0xFF for b in data[middle : middle + 8]) + data[middle + 8 :]
+
+
+def served(client: TestClient, index: str, timeout_s: float = 60) -> dict:
+    """``/v1/index`` once the service serves ``index``."""
+    deadline = time.monotonic() + timeout_s
+    while (answer := client.get("/v1/index").json())["index"] != index:
+        assert time.monotonic() < deadline, f"the service never served {index}"
+        time.sleep(0.1)
+    return answer
+
+
+def test_under_load_a_corrupt_index_is_refused_and_named_and_a_good_one_swapped_in_without_a_failed_request(
+    client, store
+):
+    """A steady stream of requests while the pointer names a copy of an index with its FAISS file damaged (as a
+    person or an older version could write it: `npmcore serving set` refuses it), then a good index."""
+    root, first, second = store
+    set_serving(root, first)
+    served(client, first)
+    corrupt = linked_copy(second, Path(root) / "index" / "corrupt-copy", "index.faiss", flipped)
+    answers: list[tuple[int, str | None]] = []  # (status, index answering) of each request
+    stop = threading.Event()
+
+    def load() -> None:
+        while not stop.is_set():
+            try:
+                response = client.post("/v1/predict", json={"queries": [QUERY], "evidence": 1})
+            except Exception:  # noqa: BLE001 - the test client raises what the app raised: a failed request
+                answers.append((500, None))
+                continue
+            ok = response.status_code == 200
+            answers.append((response.status_code, response.json()["results"][0]["index"] if ok else None))
+
+    loader = threading.Thread(target=load)
+    loader.start()
+    try:
+        while len(answers) < 3:  # a steady stream first
+            time.sleep(0.05)
+        with pytest.raises(SnapshotError, match=r"corrupt-copy: checksum mismatch in index\.faiss"):
+            set_serving(root, corrupt)
+        assert read_serving(root).index == first
+        written, before = len(answers), refusals(client)
+        file = Path(root) / "serving.json"
+        good = file.read_text()
+        pointer = {"index": corrupt, "previous": [first], "reason": "written by hand"}  # no "at": old or by hand
+        file.write_text(json.dumps(pointer))
+        deadline = time.monotonic() + 60
+        while (now := client.get("/v1/index").json())["refused"] is None:
+            assert time.monotonic() < deadline, "the corrupt index was never refused"
+            time.sleep(0.1)
+        assert now["index"] == first and now["refused"]["index"] == corrupt
+        assert "checksum mismatch in index.faiss" in now["refused"]["reason"]
+        time.sleep(1)  # five polls of the same pointer: refused once, not loaded again
+        assert refusals(client) == before + 1
+        named = len(answers)
+        file.write_text(good)  # the served index named again: nothing to load, nothing refused
+        deadline = time.monotonic() + 60
+        while client.get("/v1/index").json()["refused"] is not None:
+            assert time.monotonic() < deadline, "the refusal never cleared"
+            time.sleep(0.1)
+        set_serving(root, second, "the backfilled index")
+        assert served(client, second)["refused"] is None
+        time.sleep(0.5)  # answers from the new index too
+    finally:
+        stop.set()
+        loader.join()
+        set_serving(root, first)
+        served(client, first)
+        shutil.rmtree(corrupt)
+    assert [status for status, _ in answers] == [200] * len(answers)
+    assert named > written and {index for _, index in answers} == {first, second}  # answered all along
+
+
+def refusals(client: TestClient) -> float:
+    """How many indexes the service refused for a checksum or another snapshot error (``/metrics``)."""
+    found = re.search(r'npm_index_refused_total\{reason="SnapshotError"\} ([0-9.]+)', client.get("/metrics").text)
+    return float(found.group(1)) if found else 0.0
+
+
+def test_an_index_whose_datastore_lost_bytes_is_refused_by_serving_set_and_by_the_service(store, tmp_path):
+    """The datastore is only listed (its checksums were verified shard by shard when the index was built from
+    it): a shard of another size than its manifest says, cut short by a full disk or a copy, is refused."""
+    from npmcore.snapshots import open_datastore, open_index
+
+    root, first, _ = store
+    datastore = open_index(first).datastore
+    shard = next(path for path in open_datastore(datastore).manifest.files if path.endswith("vectors.npy"))
+    cut = linked_copy(datastore, tmp_path / "datastore", shard, lambda data: data[: len(data) // 2])
+    index = Path(root) / "index" / "cut-datastore"
+    shutil.copytree(first, index, copy_function=os.link)
+    manifest = json.loads((index / "manifest.json").read_text())
+    manifest["inputs"][0]["datastore"] = cut
+    (index / "manifest.json").unlink()
+    (index / "manifest.json").write_text(json.dumps(manifest))
+    try:
+        with pytest.raises(SnapshotError, match=f"{shard} has [0-9]+ bytes, its manifest says [0-9]+"):
+            set_serving(root, str(index))
+        service = Service(Settings(store=root))
+        service.load(str(index))
+        assert service.current is None and service.refused.index == str(index) and shard in service.refused.reason
+    finally:
+        shutil.rmtree(index)
 
 
 @pytest.fixture(scope="module")
