@@ -11,7 +11,8 @@ there: the manifest is written last and lists the sha256 of every other file.
   A temporary folder names its writer (``.tmp-{id}-{rand}-{pid}@{host}``): a writer removes
   those of writers of its host that are gone (killed: SIGKILL, the OOM killer, a power cut).
 * On object stores (no atomic rename) files go straight to the final prefix and the
-  manifest is the commit marker: without it the prefix is not a snapshot.
+  manifest is the commit marker: without it the prefix is not a snapshot. A write that fails
+  removes its manifest (a commit whose answer was lost may have left it) before its files.
 
 The id is derived from what the snapshot is made of (kind, input hashes, config,
 package version), so the same inputs map to the same snapshot and re-running is free.
@@ -21,6 +22,7 @@ A store that fills up (ENOSPC, EDQUOT) while a snapshot is written stops the wri
 of it is published (a resumable writer keeps its finished pieces, hidden, for the next try).
 """
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -47,8 +49,10 @@ MANIFEST = "manifest.json"
 _CHUNK = 1 << 20
 
 # How S3 requests ride out an outage of the store: a try gives up on connecting after 10 s and on an answer
-# after 60 s, and botocore tries up to 10 times, backing off exponentially (at most 20 s apart): up to about
-# 3 minutes with the endpoint gone, then the command fails naming it. fsspec's FSSPEC_S3 variable (JSON of S3FileSystem
+# after 60 s, and botocore tries again up to 10 times (11 tries) after a 5xx answer, a reset or a timeout, backing
+# off exponentially (at most 20 s apart): up to about 3 minutes with the endpoint gone, then the command fails naming
+# it; s3fs tries a read whose answer broke off again itself. Every request of a snapshot's write or read is safe to
+# repeat (tests/test_s3.py: a store failing a fifth of them). fsspec's FSSPEC_S3 variable (JSON of S3FileSystem
 # options, e.g. '{"config_kwargs": {"connect_timeout": 2, "retries": {"max_attempts": 4}}}') replaces these.
 S3_CLIENT = {"connect_timeout": 10, "read_timeout": 60, "retries": {"mode": "standard", "max_attempts": 10}}
 fsspec.config.conf.setdefault("s3", {}).setdefault("config_kwargs", S3_CLIENT)
@@ -272,14 +276,22 @@ class SnapshotWriter:
         full = self._full(exc) if is_disk_full(exc) else None
         if not self.resumable:
             try:
-                if self.fs.exists(self.staging):
-                    self.fs.rm(self.staging, recursive=True)
+                self._remove()
             except Exception as e:
                 if exc is None:
                     raise
                 log.warning("could not remove the unfinished %s: %s", self.staging, e)
         if full is not None and not isinstance(exc, StoreFullError):
             raise full from exc
+
+    def _remove(self) -> None:
+        """Remove what was written, the manifest first and alone: a commit that failed may have left it (on S3, a
+        PUT the store did whose answer was lost), and an object store removes a batch of files one by one, in no
+        set order, so removing them together would leave moments with the manifest and not all its files."""
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.rm(self.url(MANIFEST))
+        if self.fs.exists(self.staging):
+            self.fs.rm(self.staging, recursive=True)
 
     def _full(self, error: BaseException) -> StoreFullError:
         """The one-line error of a store that filled up while this snapshot was written."""

@@ -1,6 +1,10 @@
-"""The CLI on a real Dask cluster: a scheduler and two worker processes, one of them killed mid-embedding."""
+"""Real Dask clusters: the CLI on a scheduler and two worker processes, one of them killed mid-embedding; a
+LocalCluster's worker SIGKILLed halfway through writing a corpus shard, and a datastore shard."""
 
 import contextlib
+import functools
+import importlib
+import inspect
 import os
 import signal
 import subprocess
@@ -14,7 +18,7 @@ from pathlib import Path
 
 import cloudpickle
 import pytest
-from conftest import free_port
+from conftest import NEWS_PARTITION_MB, free_port
 from distributed import Client
 from typer.testing import CliRunner
 
@@ -23,12 +27,14 @@ from npmcore.bm25 import BM25Searcher
 from npmcore.cluster import check_readable, dask_client
 from npmcore.datastore import build_datastore
 from npmcore.indexer import IndexConfig, build_index
+from npmcore.ingest import IngestConfig, ingest
 from npmcore.snapshots import open_index
 from npmcore.storage import open_snapshot
 
 DASK = Path(sys.executable).with_name("dask")
 FILES, ARTICLES_PER_FILE = 5, 6  # one corpus shard per input file: the CLI has no partition-size option
 MARKERS = "datastore/.partial-*/shards/part-*.json"  # a finished datastore shard (see npmcore.datastore)
+NEWS_CONFIG = IngestConfig(partition_bytes=int(NEWS_PARTITION_MB * (1 << 20)))  # the news store's ingest
 runner = CliRunner()
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # client.run functions: workers cannot import this module
 
@@ -88,10 +94,11 @@ def embedding_task(dask_worker) -> str | None:
     return next((str(ts.key) for ts in dask_worker.state.executing if str(ts.key).startswith("embed_shard")), None)
 
 
-def lost_embeddings(dask_scheduler) -> int:
-    """Embed-shard tasks that a worker held when it died: Dask marks them suspicious (client.run_on_scheduler)."""
-    prefix = dask_scheduler.task_prefixes.get("embed_shard")
-    return prefix.suspicious if prefix else 0
+def lost_tasks(name: str, dask_scheduler=None) -> int:
+    """Tasks of the function ``name`` that a worker held when it died: Dask marks them suspicious
+    (client.run_on_scheduler)."""
+    prefix = dask_scheduler.task_prefixes.get(name)
+    return 0 if prefix is None else prefix.suspicious
 
 
 def kill_a_worker_mid_embedding(
@@ -117,7 +124,7 @@ def kill_a_worker_mid_embedding(
         while victim in client.scheduler_info(n_workers=-1)["workers"]:
             assert time.monotonic() < deadline, f"the scheduler never noticed that {victim} died"
             time.sleep(0.1)
-        return Kill(victim, task, shards_done, client.run_on_scheduler(lost_embeddings))
+        return Kill(victim, task, shards_done, client.run_on_scheduler(lost_tasks, "embed_shard"))
 
 
 @pytest.mark.slow
@@ -200,3 +207,75 @@ def test_inputs_the_workers_cannot_see_are_refused_naming_them(tmp_path):
             ValueError, match=f"{tmp_path}/unseen.txt is not on the machines of the Dask workers tcp://"
         ):
             check_readable([str(seen), str(tmp_path / "unseen.txt")], client)
+
+
+@pytest.fixture(scope="module")
+def two_workers() -> Iterator[Client]:
+    """The commands' LocalCluster (:func:`npmcore.cluster.dask_client`) with two worker processes, each under a
+    nanny that starts a new one when it dies."""
+    with dask_client(n_workers=2) as client:
+        yield client
+
+
+def die_writing(module: str, name: str, marker: str) -> None:
+    """On a worker (client.run): ``module.name``, a function that writes a file to its argument ``url`` and returns
+    its FileEntry, SIGKILLs the worker's process once it has written one, the file cut to half its bytes (as
+    killed halfway through the write). Once in the cluster: on the first worker to create ``marker`` (its pid)."""
+    where = importlib.import_module(module)
+    write = getattr(where, name)
+
+    @functools.wraps(write)
+    def dying(*args, **kwargs):
+        entry = write(*args, **kwargs)
+        with contextlib.suppress(FileExistsError):
+            with open(marker, "x") as f:
+                f.write(str(os.getpid()))
+            os.truncate(inspect.signature(write).bind(*args, **kwargs).arguments["url"], entry.bytes // 2)
+            os.kill(os.getpid(), signal.SIGKILL)
+        return entry
+
+    setattr(where, name, dying)
+
+
+def undo_dying(module: str, name: str) -> None:
+    """On a worker: ``module.name`` as it was before :func:`die_writing`."""
+    where = importlib.import_module(module)
+    setattr(where, name, getattr(getattr(where, name), "__wrapped__", getattr(where, name)))
+
+
+@contextlib.contextmanager
+def a_worker_killed_in(client: Client, module: str, name: str, marker: Path) -> Iterator[None]:
+    """A worker of ``client`` SIGKILLed in ``module.name`` (:func:`die_writing`) during the block; then the check
+    that it was, and that its process is gone."""
+    client.run(die_writing, module, name, str(marker))
+    try:
+        yield
+    finally:
+        client.run(undo_dying, module, name)
+    assert marker.exists(), f"no worker was killed in {module}.{name}"
+    assert int(marker.read_text()) not in client.run(os.getpid).values(), "the killed worker still runs"
+
+
+def test_ingest_survives_a_worker_killed_halfway_through_a_shard(two_workers, news_store, tmp_path):
+    """The scheduler gives the killed worker's tasks to the others (the nanny's new one included), the half-written
+    shard is written again whole, and the snapshot is the news store's, ingested without a kill."""
+    store = tmp_path / "store"
+    lost = two_workers.run_on_scheduler(lost_tasks, "write_shard")
+    with a_worker_killed_in(two_workers, "npmcore.ingest", "_write_table", tmp_path / "killed"):
+        corpus = ingest([news_store.raw], str(store), NEWS_CONFIG, two_workers)
+    assert two_workers.run_on_scheduler(lost_tasks, "write_shard") > lost
+    assert corpus.rsplit("/", 1)[1] == news_store.corpus.rsplit("/", 1)[1]
+    assert open_snapshot(corpus).files == open_snapshot(news_store.corpus).files
+    assert not list(store.glob("corpus/.*")), "a staging folder was left behind"
+
+
+def test_embedding_survives_a_worker_killed_halfway_through_a_shard(two_workers, news_store, tmp_path):
+    """As the ingest: the shard the killed worker was writing (no marker yet) is embedded again by another."""
+    store = tmp_path / "store"
+    lost = two_workers.run_on_scheduler(lost_tasks, "embed_shard")
+    with a_worker_killed_in(two_workers, "npmcore.datastore", "save_array", tmp_path / "killed"):
+        datastore = build_datastore(news_store.corpus, str(store), client=two_workers, precision="f32")
+    assert two_workers.run_on_scheduler(lost_tasks, "embed_shard") > lost
+    assert datastore.rsplit("/", 1)[1] == news_store.datastore.rsplit("/", 1)[1]
+    assert open_snapshot(datastore).files == open_snapshot(news_store.datastore).files
+    assert not list(store.glob("datastore/.*")), "the datastore's staging folder was left behind"

@@ -1,4 +1,5 @@
-"""The pipeline with its store on S3: a local S3 server (moto), the real CLI, a local store to compare with."""
+"""The pipeline with its store on S3: a local S3 server (moto), the real CLI, a local store to compare with; the
+same store failing a seeded fraction of its requests (``flaky_s3.py``)."""
 
 import json
 import subprocess
@@ -7,23 +8,30 @@ import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
+import fsspec
 import pytest
 from conftest import NEWS_PARTITION_MB, free_port
 from distributed import LocalCluster
+from flaky_s3 import FlakyProxy, ManifestWatch
 from s3fs import S3FileSystem
 from typer.testing import CliRunner
 
 from flows.cli import app
+from flows.cli.common import is_user_error, store_failure
+from npmcore.datastore import build_datastore
+from npmcore.ingest import IngestConfig, ingest
 from npmcore.snapshots import open_index
-from npmcore.storage import list_snapshots
+from npmcore.storage import S3_CLIENT, list_snapshots, local_folder, open_snapshot
 
 MOTO_SERVER = Path(sys.executable).with_name("moto_server")
 QUERY = (
     "A new blaze near [MASK], south-west of Sydney, has forced the closure of the Hume Highway."  # article 1, masked
 )
+NEWS_CONFIG = IngestConfig(partition_bytes=int(NEWS_PARTITION_MB * (1 << 20)))  # the news store's ingest
 runner = CliRunner()
 
 
@@ -83,6 +91,21 @@ def s3_bucket(s3_endpoint, monkeypatch, tmp_path) -> Iterator[str]:
     S3FileSystem.clear_instance_cache()
 
 
+@contextmanager
+def flaky_store(endpoint: str, bucket: str, monkeypatch, **faults) -> Iterator[tuple[FlakyProxy, ManifestWatch]]:
+    """Every S3 client made in the block (Dask workers started in it too) goes through a :class:`FlakyProxy` of
+    ``endpoint`` (``faults``: its arguments) whose changes ``bucket``'s :class:`ManifestWatch` checks."""
+    watch = ManifestWatch(endpoint, bucket)
+    with FlakyProxy(endpoint, watch=watch, **faults) as proxy:
+        monkeypatch.setenv("AWS_ENDPOINT_URL", proxy.url)
+        S3FileSystem.clear_instance_cache()
+        try:
+            yield proxy, watch
+        finally:
+            monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+            S3FileSystem.clear_instance_cache()
+
+
 @pytest.fixture
 def dask_address(s3_bucket, prefect_server) -> Iterator[str]:
     """One local Dask cluster for all the commands of a test (each would start its own); its
@@ -104,25 +127,19 @@ class Snapshots(NamedTuple):
     index: str
 
 
-def test_ingest_index_and_query_on_s3_match_a_local_store(s3_bucket, dask_address, news_store, tmp_path, monkeypatch):
-    """The shared news store, built again through the CLI with its store on S3."""
-    local = Snapshots(news_store.corpus, news_store.datastore, news_store.index)
-    store = f"s3://{s3_bucket}/store"
-    corpus = cli(
-        "ingest",
-        news_store.raw,
-        "--store",
-        store,
-        "--partition-mb",
-        str(NEWS_PARTITION_MB),
-        "--dask-address",
-        dask_address,
-    )
+def build_on_s3(raw: str, store: str, dask_address: str) -> Snapshots:
+    """``npmcore ingest`` of ``raw`` and ``npmcore index`` (Flat, f32, with BM25) into ``store``, on the cluster."""
+    args = ["--partition-mb", str(NEWS_PARTITION_MB), "--dask-address", dask_address]
+    corpus = cli("ingest", raw, "--store", store, *args)
     index = cli(
         "index", "--store", store, "--factory", "Flat", "--precision", "f32", "--dask-address", dask_address
     )  # the newest corpus of the store, in the local store's precision
-    remote = Snapshots(corpus, open_index(index).datastore, index)
+    return Snapshots(corpus, open_index(index).datastore, index)
 
+
+def assert_same_as_local(remote: Snapshots, local: Snapshots, store: str, cache: Path, monkeypatch) -> None:
+    """The snapshots on S3 are the local store's: the same ids, verified, listed, and the same answers (the S3
+    index copied into ``cache``)."""
     fs = S3FileSystem()
     for url, local_url in zip(remote, local, strict=True):
         assert url.startswith(f"{store}/"), url
@@ -134,11 +151,90 @@ def test_ingest_index_and_query_on_s3_match_a_local_store(s3_bucket, dask_addres
     assert [u for u, _ in list_snapshots(store, "corpus")] == [remote.corpus]
 
     local_answers = json.loads(cli("query", "--index", local.index, "--json", QUERY))
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the S3 index is copied into $XDG_CACHE_HOME/npmcore
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))  # the S3 index is copied into $XDG_CACHE_HOME/npmcore
     answers = json.loads(cli("query", "--index", remote.index, "--json", QUERY))
-    assert (tmp_path / "cache" / "npmcore" / "index" / remote.index.rsplit("/", 1)[1] / "manifest.json").exists()
+    assert (cache / "npmcore" / "index" / remote.index.rsplit("/", 1)[1] / "manifest.json").exists()
     assert len(answers) == 5 and all(a["answer"] and a["evidence"] for a in answers)
     assert answers == local_answers
+
+
+def test_ingest_index_and_query_on_s3_match_a_local_store(s3_bucket, dask_address, news_store, tmp_path, monkeypatch):
+    """The shared news store, built again through the CLI with its store on S3."""
+    local = Snapshots(news_store.corpus, news_store.datastore, news_store.index)
+    store = f"s3://{s3_bucket}/store"
+    remote = build_on_s3(news_store.raw, store, dask_address)
+    assert_same_as_local(remote, local, store, tmp_path / "cache", monkeypatch)
+
+
+def test_a_flaky_store_is_retried_into_the_snapshots_of_a_sound_one(
+    s3_endpoint, s3_bucket, news_store, tmp_path, monkeypatch
+):
+    """A tenth of the store's requests fail (500, 503, resets, answers cut; before or after the store acted): each
+    is retried, the snapshots written are the local store's and read back whole, no manifest is ever there
+    without all its files. (The same at a fifth, through the CLI: the slow test below.)"""
+    store = f"s3://{s3_bucket}/store"
+    with flaky_store(s3_endpoint, s3_bucket, monkeypatch, rate=0.1, seed=0) as (proxy, watch):
+        corpus = ingest([news_store.raw], store, NEWS_CONFIG)
+        datastore = build_datastore(corpus, store, precision="f32")
+        for url, local in ((corpus, news_store.corpus), (datastore, news_store.datastore)):
+            assert url.rsplit("/", 1)[1] == local.rsplit("/", 1)[1]
+            assert open_snapshot(url).files == open_snapshot(local).files  # every file read back and checked
+        copy = local_folder(datastore, tmp_path / "cache")  # copied, and the copy checked
+        assert open_snapshot(str(copy)).files == open_snapshot(news_store.datastore).files
+        assert [u for u, _ in list_snapshots(store, "corpus")] == [corpus]
+    assert {method for method, _ in proxy.faults} >= {"PUT", "GET", "HEAD"}, proxy.faults  # writes and reads failed
+    assert any(m == "PUT" and k.endswith(" after") for m, k in proxy.faults), proxy.faults  # done, its answer lost
+    assert watch.checks >= len(open_snapshot(datastore).files) and not watch.violations, watch.violations
+
+
+def test_a_commit_the_store_does_not_acknowledge_publishes_nothing_and_the_rerun_completes(
+    s3_endpoint, s3_bucket, news_store, monkeypatch
+):
+    """The store writes the manifest but answers 500, each try: the ingest fails, what it wrote is removed, the
+    manifest first, and the same ingest completes once the store answers."""
+    retries = {**S3_CLIENT, "retries": {"mode": "standard", "total_max_attempts": 2}}  # 2 tries, not 11: its time
+    monkeypatch.setitem(fsspec.config.conf["s3"], "config_kwargs", retries)
+    store = f"s3://{s3_bucket}/store"
+    faults = {"rate": 1, "seed": 0, "only": r"^PUT .*/manifest\.json$", "kinds": ("500 after",)}
+    with flaky_store(s3_endpoint, s3_bucket, monkeypatch, **faults) as (proxy, watch):
+        with pytest.raises(OSError) as failed:
+            ingest([news_store.raw], store, NEWS_CONFIG)
+        assert is_user_error(failed.value), failed.value  # `npmcore ingest` says so in one line, exit status 2:
+        assert store_failure(failed.value) == (
+            "the S3 store failed, retries included: An error occurred (InternalError) when calling the PutObject "
+            "operation (reached max retries: 1): injected"
+        )
+        assert proxy.faults == {("PUT", "500 after"): 2}
+        assert list_snapshots(store, "corpus") == []
+    assert not S3FileSystem().find(f"{s3_bucket}/store")  # nothing left, not even the shards
+    assert watch.checks and not watch.violations, watch.violations
+    corpus = ingest([news_store.raw], store, NEWS_CONFIG)
+    assert open_snapshot(corpus).files == open_snapshot(news_store.corpus).files
+    assert corpus.rsplit("/", 1)[1] == news_store.corpus.rsplit("/", 1)[1]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_pipeline_on_a_flaky_store_matches_a_local_store(
+    seed, s3_endpoint, s3_bucket, news_store, prefect_server, tmp_path, monkeypatch
+):
+    """The CLI's ingest, index (on two Dask workers) and query with a fifth of the store's requests failed."""
+    local = Snapshots(news_store.corpus, news_store.datastore, news_store.index)
+    store = f"s3://{s3_bucket}/store"
+    start_s = time.perf_counter()
+    with (
+        flaky_store(s3_endpoint, s3_bucket, monkeypatch, rate=0.2, seed=seed) as (proxy, watch),
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+    ):
+        remote = build_on_s3(news_store.raw, store, cluster.scheduler_address)
+        assert_same_as_local(remote, local, store, tmp_path / "cache", monkeypatch)
+    changes = ("PUT", "POST", "DELETE")
+    lost = sum(n for (method, kind), n in proxy.faults.items() if method in changes and kind.endswith(" after"))
+    figures = {"seed": seed, "requests": sum(proxy.requests.values()), "faults": sum(proxy.faults.values())}
+    figures |= {"changes_done_answer_lost": lost, "checks": watch.checks, "violations": len(watch.violations)}
+    figures["seconds"] = round(time.perf_counter() - start_s, 1)
+    print(json.dumps(figures))
+    assert figures["faults"] and not watch.violations, watch.violations
 
 
 @pytest.mark.parametrize(

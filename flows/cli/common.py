@@ -60,8 +60,6 @@ USER_ERRORS = (ValueError, FileNotFoundError, SnapshotError)
 SERVICE_ERRORS = {
     "npmcore.cluster": ("ClusterError",),
     "npmcore.tracking": ("TrackingError",),
-    # an S3 store that stopped answering mid-command, after botocore's retries (npmcore.storage.S3_CLIENT)
-    "botocore.exceptions": ("ConnectionError", "HTTPClientError"),
 }
 
 
@@ -73,15 +71,30 @@ def is_user_error(error: Exception) -> bool:
         if module in sys.modules
         for name in names
     )
-    return isinstance(error, USER_ERRORS + loaded)
+    return isinstance(error, USER_ERRORS + loaded) or store_failure(error) is not None
+
+
+def store_failure(error: BaseException | None) -> str | None:
+    """What an S3 store did, when ``error`` is its failure after botocore's retries (npmcore.storage.S3_CLIENT): it
+    stopped answering (botocore's ConnectionError, HTTPClientError), or it answered with an error of its own, a 5xx
+    (s3fs raises an OSError from botocore's ClientError; Dask keeps the cause of a worker's error)."""
+    boto = sys.modules.get("botocore.exceptions")
+    while boto is not None and error is not None:
+        if isinstance(error, (boto.ConnectionError, boto.HTTPClientError)):
+            return f"the S3 store stopped answering, retries included: {error}"
+        if (
+            isinstance(error, boto.ClientError)
+            and error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) >= 500
+        ):
+            return f"the S3 store failed, retries included: {error}"
+        error = error.__cause__
+    return None
 
 
 def fail(error: Exception) -> NoReturn:
     """Print ``error: …`` as one physical line whatever the console's width (a path or URL in it can be
     copied whole; the terminal folds it for the eye only), and exit with status 2."""
-    text = str(error)
-    if type(error).__module__ == "botocore.exceptions":
-        text = f"the S3 store stopped answering, retries included: {text}"
+    text = store_failure(error) or str(error)
     errors.print(f"[bold red]error:[/] {escape(text)}", soft_wrap=True)
     raise typer.Exit(2)
 
