@@ -2,6 +2,8 @@
 
 import logging
 import os
+import shutil
+import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -19,6 +21,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from npmcore.confidence import CONFIDENCE_FILE
 from npmcore.query_encoder import QUERY_ENCODER
 from npmcore.ranking import RANKER_FILE
+from npmcore.storage import StoreFullError
 
 log = logging.getLogger(__name__)
 
@@ -38,24 +41,31 @@ def tracking(uri: str, experiment: str | None) -> Iterator[None]:
     test session) does not carry one run's store into the next: a client made later with only a
     tracking URI, ``MlflowClient(tracking_uri=…)``, would otherwise read the model registry of the
     last store a block pointed at.
+
+    Raises:
+        StoreFullError: a store-local SQLite database (``sqlite:///…``) could not grow, in the block or before it.
     """
     previous = {name: os.environ.get(name) for name in _VARIABLES}
     previous_globals = (_tracking_utils._tracking_uri, _registry_utils._registry_uri, _fluent._active_experiment_id)
-    mlflow.set_tracking_uri(uri)
-    mlflow.set_registry_uri(uri)
-    if experiment is None:
-        pass
-    elif uri.startswith("sqlite:///") and mlflow.get_experiment_by_name(experiment) is None:
-        # a store-local database keeps its artifacts beside it, not in ./mlruns of whatever folder the process runs in
-        artifacts = Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts" / experiment
-        try:
-            mlflow.create_experiment(experiment, artifact_location=artifacts.as_uri())
-        except mlflow.exceptions.MlflowException:  # created meanwhile by another process
-            pass
-    if experiment is not None:
-        mlflow.set_experiment(experiment)
     try:
+        mlflow.set_tracking_uri(uri)
+        mlflow.set_registry_uri(uri)
+        local = experiment is not None and uri.startswith("sqlite:///")
+        if local and mlflow.get_experiment_by_name(experiment) is None:
+            # a store-local database keeps its artifacts beside it, not in ./mlruns of the process's folder
+            artifacts = Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts" / experiment
+            try:
+                mlflow.create_experiment(experiment, artifact_location=artifacts.as_uri())
+            except mlflow.exceptions.MlflowException:
+                if mlflow.get_experiment_by_name(experiment) is None:  # not created meanwhile by another process
+                    raise
+        if experiment is not None:
+            mlflow.set_experiment(experiment)
         yield
+    except Exception as e:
+        if uri.startswith("sqlite:///") and database_full(e):
+            raise full_database(Path(uri.removeprefix("sqlite:///"))) from e
+        raise
     finally:
         _tracking_utils._tracking_uri, _registry_utils._registry_uri, _fluent._active_experiment_id = previous_globals
         for name, value in previous.items():
@@ -63,6 +73,31 @@ def tracking(uri: str, experiment: str | None) -> Iterator[None]:
                 os.environ.pop(name, None)
             else:
                 os.environ[name] = value
+
+
+def database_full(error: BaseException | None) -> bool:
+    """Whether ``error``, or an error it was raised from, is SQLite's "database or disk is full" (SQLAlchemy and
+    MLflow wrap it)."""
+    seen: set[int] = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        if isinstance(error, sqlite3.OperationalError) and "database or disk is full" in str(error):
+            return True
+        error = error.__cause__ or error.__context__
+    return False
+
+
+def full_database(path: Path) -> StoreFullError:
+    """The error of a store whose MLflow database (``path``) could not grow: it names the database and the
+    room left."""
+    try:
+        free = f"{shutil.disk_usage(path.parent).free:,} bytes free"
+    except OSError:
+        free = "its disk's free space unknown"
+    return StoreFullError(
+        f"store {path.parent} is full: its MLflow database {path.name} could not grow ({free}); "
+        "make room and run the command again"
+    )
 
 
 def flat_params(value: dict, prefix: str = "") -> dict[str, object]:

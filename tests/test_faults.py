@@ -1,5 +1,6 @@
 """Faults: a write SIGKILLed at any moment (its commit included) publishes nothing and is redone whole; a store that
-fills up stops the command with one line naming it; the kill campaign of ``bench/faults.py`` (slow)."""
+fills up (its snapshots or its MLflow database) stops the command with one line naming it; the kill campaign of
+``bench/faults.py`` (slow)."""
 
 import json
 import os
@@ -108,6 +109,30 @@ def test_npmcore_ingest_into_a_full_store_says_so_in_one_line_then_completes_onc
     assert done.returncode == 0, done.stdout + done.stderr
     url = done.stdout.strip().splitlines()[-1]
     assert open_snapshot(url).files == open_snapshot(reference).files
+
+
+def test_npmcore_register_into_a_full_store_names_its_mlflow_database_in_one_line_then_registers_once_there_is_room(
+    small_disk,
+):
+    store = small_disk / "store"
+    store.mkdir()
+    with (small_disk / "filler").open("wb") as filler:  # the disk fills before MLflow's database is written
+        with pytest.raises(OSError):
+            while True:
+                filler.write(os.urandom(1 << 16))
+                filler.flush()
+    encoder = ROOT / "npmcore" / "checkpoints" / "npm-minilm-l6"
+    args = [str(BIN / "npmcore"), "register", str(encoder), "--store", str(store)]
+    failed = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    error = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
+    assert len(error) == 1 and f"store {store} is full: its MLflow database mlflow.db could not grow" in error[0]
+    assert "Traceback" not in failed.stderr
+    (small_disk / "filler").unlink()
+    subprocess.run(["mount", "-o", "remount,size=256m", str(small_disk)], check=True)  # room is made
+    done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip().splitlines()[-1].startswith("models:/npm-encoder/1")
 
 
 @pytest.mark.slow
