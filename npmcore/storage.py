@@ -31,7 +31,7 @@ import os
 import shutil
 import socket
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,18 +74,35 @@ class StoreFullError(SnapshotError):
 FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
 
 
-def is_disk_full(error: BaseException | None) -> bool:
-    """Whether ``error``, or an error it was raised from, is a filesystem out of space (pyarrow and others
-    raise an OSError without its errno, so the message counts too)."""
+def caused_by(error: BaseException | None, test: Callable[[BaseException], bool]) -> bool:
+    """Whether ``error``, or an error it was raised from (its cause or context, transitively), passes ``test``."""
     seen: set[int] = set()
     while error is not None and id(error) not in seen:
         seen.add(id(error))
-        if isinstance(error, OSError) and (
-            error.errno in FULL_ERRNOS or "No space left on device" in str(error) or "Disk quota exceeded" in str(error)
-        ):
+        if test(error):
             return True
         error = error.__cause__ or error.__context__
     return False
+
+
+def is_disk_full(error: BaseException | None) -> bool:
+    """Whether ``error``, or an error it was raised from, is a filesystem out of space (pyarrow and others
+    raise an OSError without its errno, so the message counts too)."""
+    return caused_by(
+        error,
+        lambda e: (
+            isinstance(e, OSError)
+            and (e.errno in FULL_ERRNOS or "No space left on device" in str(e) or "Disk quota exceeded" in str(e))
+        ),
+    )
+
+
+def bytes_free(path: str | Path) -> str | None:
+    """``"N bytes free"`` on the filesystem of a local ``path``; None where that cannot be read."""
+    try:
+        return f"{shutil.disk_usage(path).free:,} bytes free"
+    except OSError:
+        return None
 
 
 @dataclass(frozen=True)
@@ -296,12 +313,8 @@ class SnapshotWriter:
     def _full(self, error: BaseException) -> StoreFullError:
         """The one-line error of a store that filled up while this snapshot was written."""
         written = folder_bytes(self.fs, self.staging)
-        free = ""
-        if self.atomic_rename:
-            try:
-                free = f", {shutil.disk_usage(self.fs._strip_protocol(self.store)).free:,} bytes free"
-            except OSError:
-                pass
+        free = bytes_free(self.fs._strip_protocol(self.store)) if self.atomic_rename else None
+        free = f", {free}" if free else ""
         kept = f"; its finished pieces are kept in {self.staging}" if self.resumable else ""
         return StoreFullError(
             f"store {self.store} is full: writing {self.kind}/{self.id} needed more than the {written:,} bytes "

@@ -2,7 +2,6 @@
 
 import logging
 import os
-import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -21,7 +20,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from npmcore.confidence import CONFIDENCE_FILE
 from npmcore.query_encoder import QUERY_ENCODER
 from npmcore.ranking import RANKER_FILE
-from npmcore.storage import StoreFullError
+from npmcore.storage import StoreFullError, bytes_free, caused_by
 
 log = logging.getLogger(__name__)
 
@@ -75,25 +74,15 @@ def tracking(uri: str, experiment: str | None) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def database_full(error: BaseException | None) -> bool:
-    """Whether ``error``, or an error it was raised from, is SQLite's "database or disk is full" (SQLAlchemy and
-    MLflow wrap it)."""
-    seen: set[int] = set()
-    while error is not None and id(error) not in seen:
-        seen.add(id(error))
-        if isinstance(error, sqlite3.OperationalError) and "database or disk is full" in str(error):
-            return True
-        error = error.__cause__ or error.__context__
-    return False
+def database_full(error: BaseException) -> bool:
+    """Whether SQLite's "database or disk is full" is in ``error``'s chain (SQLAlchemy and MLflow wrap it)."""
+    return caused_by(error, lambda e: isinstance(e, sqlite3.OperationalError) and "database or disk is full" in str(e))
 
 
 def full_database(path: Path) -> StoreFullError:
     """The error of a store whose MLflow database (``path``) could not grow: it names the database and the
     room left."""
-    try:
-        free = f"{shutil.disk_usage(path.parent).free:,} bytes free"
-    except OSError:
-        free = "its disk's free space unknown"
+    free = bytes_free(path.parent) or "its disk's free space unknown"
     return StoreFullError(
         f"store {path.parent} is full: its MLflow database {path.name} could not grow ({free}); "
         "make room and run the command again"
