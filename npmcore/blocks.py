@@ -20,7 +20,7 @@ from npmcore.corpus import Document
 @dataclass(frozen=True)
 class Block:
     block_id: str  # "{doc_id}#{block_index}"
-    doc_id: str
+    doc_id: str  # the document's key: "{wiki}:{page id}" for a wiki's page (npmcore.corpus.Document.key)
     block_index: int  # position of the block within its document
     title: str
     source: str
@@ -117,7 +117,7 @@ def split_document(doc: Document, tokenizer: PreTrainedTokenizerFast, max_tokens
     )
     if max_tokens - overhead < 16:
         raise ValueError(
-            f"document {doc.doc_id!r} of {doc.source}: title {doc.title[:60]!r} leaves "
+            f"document {doc.key!r} of {doc.source}: title {doc.title[:60]!r} leaves "
             f"{max_tokens - overhead} of max_tokens={max_tokens} tokens for text (need >= 16)"
         )
     pieces = _split(doc.text, doc.title, tokenizer, max_tokens, max_tokens - overhead)
@@ -125,8 +125,8 @@ def split_document(doc: Document, tokenizer: PreTrainedTokenizerFast, max_tokens
     title_tokens = len(tokenizer(f"{doc.title}.", add_special_tokens=False)["input_ids"]) if doc.title else 0
     return [
         Block(
-            f"{doc.doc_id}#{i}",
-            doc.doc_id,
+            f"{doc.key}#{i}",
+            doc.key,
             i,
             doc.title,
             doc.source,

@@ -5,6 +5,9 @@ Readers turn raw inputs into :class:`Document` objects. Dumps are streamed with
 ``mwparserfromhell``; the line-based formats are read in delimiter-aligned byte ranges
 so one large file can be split across workers. Web crawls (format ``warc``) are read by
 :mod:`npmcore.warc`.
+
+A page of a wiki knows its wiki, the host of its URL (``en.wikipedia.org``, ``simple.wikipedia.org``):
+page ids are per wiki, so its id in a corpus is ``{wiki}:{page id}`` (:attr:`Document.key`).
 """
 
 import codecs
@@ -19,6 +22,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
+from urllib.parse import quote, urlsplit
 
 import fsspec
 import mwparserfromhell
@@ -50,6 +54,9 @@ _DISAMBIGUATION_TEMPLATES = {
 }
 _WIKIEXTRACTOR_OPEN = re.compile(r'<doc id="([^"]*)" url="([^"]*)" title="([^"]*)">\n')
 _WIKIEXTRACTOR_CLOSE = "</doc>\n"
+# WikiExtractor --json: one {"id", "revid", "url", "title", "text"} a line, its keys in that order ("revid" since 3.0)
+_WIKIEXTRACTOR_JSON = re.compile(rb'\{"id": "[^"]*", (?:"revid": "[^"]*", )?"url": "')
+_WIKIEXTRACTOR_KEYS = ("id", "url", "title", "text")
 
 
 class CorpusError(ValueError):
@@ -58,10 +65,28 @@ class CorpusError(ValueError):
 
 @dataclass(frozen=True)
 class Document:
-    doc_id: str  # unique within its source
+    doc_id: str  # unique within its source (a wiki's page id)
     title: str  # "" when the source has none
     text: str  # plain text, paragraphs separated by newlines
     source: str  # the dump or collection it came from
+    wiki: str = ""  # a wiki's page: its host ("simple.wikipedia.org"); "" for other documents
+
+    @property
+    def key(self) -> str:
+        """The document's id in a corpus: ``{wiki}:{doc_id}`` for a wiki's page (Simple English page 12 is not
+        English page 12), else ``doc_id``."""
+        return f"{self.wiki}:{self.doc_id}" if self.wiki else self.doc_id
+
+
+def wiki_of(url: str) -> str:
+    """The wiki of a page's or a dump's URL: its host (``https://simple.wikipedia.org/wiki?curid=12`` ->
+    ``simple.wikipedia.org``); "" when the URL names none."""
+    return (urlsplit(url).hostname or "") if "://" in url else ""
+
+
+def page_url(wiki: str, title: str) -> str:
+    """The address of a wiki's article (``https://simple.wikipedia.org/wiki/Alan_Turing``)."""
+    return f"https://{wiki}/wiki/{quote(title.replace(' ', '_'), safe='/:(),')}"
 
 
 @dataclass(frozen=True)
@@ -71,6 +96,7 @@ class WikiPage:
     page_id: int
     title: str
     wikitext: str
+    wiki: str = ""  # its dump's wiki (the host of the site's base URL)
 
 
 def source_name(url: str) -> str:
@@ -90,22 +116,18 @@ def detect_format(url: str) -> Format:
         return "warc"
     if ".xml" in name:
         return "mediawiki"
+    start = _head(url)
+    head = start.lstrip()
+    if head.startswith(b"{"):  # WikiExtractor --json by its keys, whatever the name, else any jsonl
+        return "wikiextractor" if _WIKIEXTRACTOR_JSON.match(head) else "jsonl"
     if name.endswith((".jsonl", ".jsonl.gz", ".jsonl.bz2")):
         return "jsonl"
-    try:
-        with fsspec.open(url, "rb", compression="infer") as f:
-            start = f.read(4096)
-    except COMPRESSION_ERRORS as e:
-        raise CorpusError(f"{url}: truncated or corrupt compressed stream ({e})") from e
-    head = start.lstrip()
     if head.startswith((b"WARC/", b"filedesc://")):
         return "warc"
     if head.startswith((b"<mediawiki", b"<?xml")):
         return "mediawiki"
     if head.startswith(b"<doc "):
         return "wikiextractor"
-    if head.startswith(b"{"):
-        return "jsonl"
     suffix = next((s for magic, s in _COMPRESSED_MAGIC.items() if head.startswith(magic)), None)
     if suffix:
         raise CorpusError(f"{url}: {suffix} compressed data under a name that does not end in {suffix}")
@@ -118,6 +140,42 @@ def detect_format(url: str) -> Format:
             f"{url}: binary data or text that is not UTF-8 (byte {e.start}); formats: {', '.join(FORMATS)}"
         ) from None
     return "lines"
+
+
+def _head(url: str) -> bytes:
+    """The first 4 KiB of an input, decompressed."""
+    try:
+        with fsspec.open(url, "rb", compression="infer") as f:
+            return f.read(4096)
+    except COMPRESSION_ERRORS as e:
+        raise CorpusError(f"{url}: truncated or corrupt compressed stream ({e})") from e
+
+
+def record_delimiter(url: str, fmt: Format) -> bytes:
+    """What ends one record of a line-based input, where its byte ranges are cut: WikiExtractor's ``</doc>``
+    line, or a line (its ``--json`` form, jsonl, lines)."""
+    if fmt == "wikiextractor" and not _head(url).lstrip().startswith(b"{"):
+        return _WIKIEXTRACTOR_CLOSE.encode()
+    return b"\n"
+
+
+_SITE_BASE = re.compile(rb"<base>([^<]*)</base>")
+_PAGE_URL = re.compile(rb'<doc id="[^"]*" url="([^"]*)"|"url": "([^"]*)"')
+
+
+def input_wiki(url: str, fmt: Format) -> str:
+    """The wiki of an input's pages, read off its first bytes: a MediaWiki dump's site base, the URL of
+    WikiExtractor's first page; "" for inputs of no wiki (and for WikiExtractor pages whose URLs name none)."""
+    if fmt not in ("mediawiki", "wikiextractor"):
+        return ""
+    found = (_SITE_BASE if fmt == "mediawiki" else _PAGE_URL).search(_head(url))
+    return wiki_of(html.unescape(next(g for g in found.groups() if g is not None).decode())) if found else ""
+
+
+def line_number(url: str, byte: int) -> int:
+    """The line (from 1) of an input that holds its ``byte`` (decompressed): for errors, so it reads the file."""
+    with fsspec.open(url, "rb", compression="infer") as f:
+        return f.read(byte).count(b"\n") + 1
 
 
 # --- MediaWiki XML dumps ---------------------------------------------------------------
@@ -141,11 +199,12 @@ def iter_wiki_pages(url: str) -> Iterator[tuple[WikiPage, frozenset[str], int]]:
                 for name in (ns.name, getattr(ns, "canonical", None))
                 if name
             ) | {"image", "file", "category"}
+            wiki = wiki_of(dump.site_info.base or "")
             for page in dump:
                 if page.namespace != 0 or page.redirect:
                     continue
                 text = "".join(revision.text or "" for revision in page)  # pages-articles: one revision
-                yield WikiPage(page.id, page.title, text), prefixes, raw.tell()
+                yield WikiPage(page.id, page.title, text, wiki), prefixes, raw.tell()
     except COMPRESSION_ERRORS as e:
         raise CorpusError(f"{url}: truncated or corrupt compressed stream ({e})") from e
     except (xml.etree.ElementTree.ParseError, mwxml.errors.MalformedXML, ValueError, KeyError) as e:
@@ -196,14 +255,30 @@ def wiki_documents(pages: Iterable[WikiPage], prefixes: frozenset[str], source: 
     for page in pages:
         code = parse_wikitext(page.wikitext)
         if not is_disambiguation(page.title, code):
-            yield Document(str(page.page_id), page.title, wikitext_to_text(code, prefixes), source)
+            yield Document(str(page.page_id), page.title, wikitext_to_text(code, prefixes), source, page.wiki)
 
 
 # --- line-based formats (read in delimiter-aligned byte ranges) --------------------------
 
 
-def read_wikiextractor(chunk: str, source: str) -> Iterator[Document]:
-    """Documents of WikiExtractor output: ``<doc id url title>`` title line, text, ``</doc>``."""
+def read_wikiextractor(chunk: str, source: str, url: str = "", offset: int = 0) -> Iterator[Document]:
+    """Documents of WikiExtractor output in either of its forms, told apart by content: ``<doc id url title>``
+    blocks (the title repeated as the first line) or, with ``--json``, one ``{"id", "revid", "url", "title",
+    "text"}`` a line. A page's wiki is its URL's host. ``url`` and ``offset`` (the chunk's first byte in the
+    file) name the file and line of a bad record."""
+    start = chunk.lstrip()[:1]
+    if start == "{":
+        yield from _wikiextractor_json(chunk, source, url, offset)
+    elif start in ("<", ""):
+        yield from _wikiextractor_docs(chunk, source)
+    else:
+        raise CorpusError(
+            f"{url or source}: not WikiExtractor output (neither <doc …> blocks nor --json lines) near "
+            f"{chunk.lstrip()[:60]!r}"
+        )
+
+
+def _wikiextractor_docs(chunk: str, source: str) -> Iterator[Document]:
     pos = 0
     while (m := _WIKIEXTRACTOR_OPEN.search(chunk, pos)) is not None:
         end = chunk.find(_WIKIEXTRACTOR_CLOSE, m.end())
@@ -214,24 +289,45 @@ def read_wikiextractor(chunk: str, source: str) -> Iterator[Document]:
         first, _, rest = body.partition("\n")
         if first.strip() == title.strip():  # WikiExtractor repeats the title as the first line
             body = rest
-        yield Document(doc_id, title, body.strip(), source)
+        yield Document(doc_id, title, body.strip(), source, wiki_of(html.unescape(m.group(2))))
         pos = end + len(_WIKIEXTRACTOR_CLOSE)
     if chunk[pos:].strip():
         raise CorpusError(f"{source}: text outside <doc> … </doc> near {chunk[pos : pos + 60]!r}")
 
 
-def read_jsonl(chunk: str, source: str, offset: int) -> Iterator[Document]:
-    """Documents of jsonl lines ``{"id", "title"?, "text"}``."""
+def _wikiextractor_json(chunk: str, source: str, url: str, offset: int) -> Iterator[Document]:
+    pos = offset
+    for line in chunk.splitlines(keepends=True):
+        if line.strip():
+            try:
+                row = json.loads(line)
+                doc_id, page, title, text = (row[k] for k in _WIKIEXTRACTOR_KEYS)
+                if not all(isinstance(v, str) for v in (doc_id, page, title, text)):
+                    raise TypeError("id, url, title and text must be strings")
+                wiki = wiki_of(page)
+                if not wiki:
+                    raise ValueError(f"url {page[:80]!r} names no wiki")
+            except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+                where = f"{url}, line {line_number(url, pos)}" if url else f"{source}, byte {pos}"
+                raise CorpusError(
+                    f'{where}: not a WikiExtractor --json record {{"id", "url", "title", "text"}} ({e!r})'
+                ) from None
+            yield Document(doc_id, title, text.strip(), source, wiki)
+        pos += len(line.encode())
+
+
+def read_jsonl(chunk: str, source: str, offset: int, url: str = "") -> Iterator[Document]:
+    """Documents of jsonl lines ``{"id", "title"?, "text"}`` (``offset``: the chunk's first byte in the file
+    ``url``, which names the line of a bad record)."""
     pos = offset
     for line in chunk.splitlines(keepends=True):
         if line.strip():
             try:
                 row = json.loads(line)
                 doc = Document(str(row["id"]), str(row.get("title") or ""), str(row["text"]), source)
-            except (json.JSONDecodeError, KeyError, TypeError) as e:
-                raise CorpusError(
-                    f'{source}: line at byte {pos} is not a {{"id", "title", "text"}} object ({e!r})'
-                ) from e
+            except (json.JSONDecodeError, KeyError, TypeError, AttributeError) as e:
+                where = f"{url}, line {line_number(url, pos)}" if url else f"{source}, byte {pos}"
+                raise CorpusError(f'{where}: not a {{"id", "title", "text"}} object ({e!r})') from None
             yield doc
         pos += len(line.encode())
 

@@ -57,7 +57,7 @@ class Page:
     html: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Article(Document):
     """The article of a page; ``doc_id`` is its record id."""
 
@@ -270,5 +270,5 @@ def read_articles(url: str, source: str, lang: str, strict: bool) -> tuple[list[
         elif language(found[1]) != lang:
             other_language += 1
         else:
-            articles.append(Article(item.record_id, found[0], found[1], source, item.url, item.date))
+            articles.append(Article(item.record_id, found[0], found[1], source, url=item.url, date=item.date))
     return articles, WarcCounts(records, pages, bad, no_article, other_language)

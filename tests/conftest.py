@@ -125,6 +125,14 @@ def enwiki_shard() -> str:
 
 
 @pytest.fixture(scope="session")
+def simplewiki_shard() -> str:
+    """The first file of Simple English Wikipedia (WikiExtractor --json), unpacked once into the cache."""
+    from npmcore.evaluation.dumps import simple_wikipedia
+
+    return str(simple_wikipedia() / "AA" / "wiki_00")
+
+
+@pytest.fixture(scope="session")
 def roberta_dir(tmp_path_factory, roberta_tokenizer) -> str:
     """A local directory holding a tiny RoBERTa tokenizer + randomly initialised model."""
     path = tmp_path_factory.mktemp("tiny-roberta")

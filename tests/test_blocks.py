@@ -26,7 +26,7 @@ def test_blocks_fit_and_are_exactly_the_encoder_input(documents, tokenizer):
     for doc in documents:
         blocks = split_document(doc, tokenizer, MAX_TOKENS)
         assert [b.block_index for b in blocks] == list(range(len(blocks)))
-        assert [b.block_id for b in blocks] == [f"{doc.doc_id}#{i}" for i in range(len(blocks))]
+        assert [b.block_id for b in blocks] == [f"{doc.key}#{i}" for i in range(len(blocks))]
         for b in blocks:
             assert b.token_ids == tokenizer(encoder_input(doc.title, b.text))["input_ids"]
             assert b.token_ids[0] == tokenizer.cls_token_id and b.token_ids[-1] == tokenizer.sep_token_id

@@ -4,6 +4,7 @@ import bz2
 import gzip
 import json
 import re
+from pathlib import Path
 
 import mwxml
 import pytest
@@ -11,8 +12,11 @@ from conftest import PYWB
 
 from npmcore.corpus import (
     CorpusError,
+    Document,
     detect_format,
+    input_wiki,
     iter_wiki_pages,
+    page_url,
     read_jsonl,
     read_lines,
     read_wikiextractor,
@@ -80,9 +84,75 @@ def test_jsonl_reader(tmp_path, news_path):
     assert detect_format(str(path)) == "jsonl"
 
 
-@pytest.mark.parametrize("fmt", ["wikiextractor", "lines"])
-def test_byte_range_partitions_read_every_document_once(fmt, enwiki_shard, news_path):
-    url = enwiki_shard if fmt == "wikiextractor" else news_path
+def as_json_lines(docs: list[Document], wiki: str) -> str:
+    """The documents as WikiExtractor --json writes them (its keys in its order)."""
+    return "".join(
+        json.dumps({"id": d.doc_id, "revid": "1", "url": f"https://{wiki}/wiki?curid={d.doc_id}", "title": d.title,
+                    "text": d.text}) + "\n"
+        for d in docs
+    )  # fmt: skip
+
+
+def test_wikiextractor_json_is_told_apart_by_content_and_read_as_its_doc_form(tmp_path):
+    from npmcore.evaluation.dumps import dump_file_text
+
+    text = dump_file_text("2020-09/AA/wiki_00")  # <doc> form, English Wikipedia's URLs
+    docs = list(read_wikiextractor(text, "wiki_00"))
+    assert {d.wiki for d in docs} == {"en.wikipedia.org"} and docs[0].key == f"en.wikipedia.org:{docs[0].doc_id}"
+    path = tmp_path / "wiki_00"  # the same pages, as --json writes them: no suffix says which
+    path.write_text(as_json_lines(docs, "en.wikipedia.org"), encoding="utf-8")
+    renamed = tmp_path / "pages.jsonl"  # not even a .jsonl name: the keys say it
+    renamed.write_text(path.read_text(encoding="utf-8"), encoding="utf-8")
+    for form in (path, renamed):
+        assert (
+            detect_format(str(form)) == "wikiextractor" and input_wiki(str(form), "wikiextractor") == "en.wikipedia.org"
+        )
+        assert list(read_wikiextractor(form.read_text(encoding="utf-8"), "wiki_00")) == docs
+
+
+def test_simple_english_wikipedia_pages_are_of_their_own_wiki(simplewiki_shard):
+    rows = [json.loads(line) for line in open(simplewiki_shard, encoding="utf-8")]
+    docs = list(read_wikiextractor(open(simplewiki_shard, encoding="utf-8").read(), "wiki_00", simplewiki_shard))
+    assert [(d.doc_id, d.title, d.text) for d in docs] == [(r["id"], r["title"], r["text"].strip()) for r in rows]
+    assert {d.wiki for d in docs} == {"simple.wikipedia.org"}
+    apple = next(d for d in docs if d.doc_id == "39")  # English Wikipedia's page 39 is Albedo
+    assert (apple.title, apple.key) == ("Apple", "simple.wikipedia.org:39")
+    assert page_url(apple.wiki, "Autonomous communities of Spain") == (
+        "https://simple.wikipedia.org/wiki/Autonomous_communities_of_Spain"
+    )
+
+
+def test_a_bad_json_line_is_named_by_file_and_line_and_nothing_is_published(tmp_path, simplewiki_shard):
+    lines = open(simplewiki_shard, encoding="utf-8").read().splitlines(keepends=True)[:40]
+    cut = lines[30][:80] + "\n"  # a record cut short, as a copy that stopped would leave it
+    bad = tmp_path / "wiki_07"
+    bad.write_text("".join(lines[:30] + [cut] + lines[31:]), encoding="utf-8")
+    store = str(tmp_path / "store")
+    with pytest.raises(CorpusError, match=rf"^{bad}, line 31: not a WikiExtractor --json record"):
+        ingest([str(bad)], store, IngestConfig(partition_bytes=50_000))
+    assert list_snapshots(store, "corpus") == [] and not list((tmp_path / "store").glob("corpus/*/manifest.json"))
+    english = lines[:5] + [lines[5].replace("simple.wikipedia.org", "en.wikipedia.org")]
+    mixed = tmp_path / "wiki_08"
+    mixed.write_text("".join(english), encoding="utf-8")
+    with pytest.raises(
+        CorpusError, match=r"wiki_08: page \d+ .* is of en.wikipedia.org, the file's first page of simple"
+    ):
+        ingest([str(mixed)], store)
+    with pytest.raises(
+        CorpusError, match=r"notes: not WikiExtractor output \(neither <doc …> blocks nor --json lines\)"
+    ):
+        list(read_wikiextractor("these are notes\n", "notes"))
+
+
+@pytest.mark.parametrize("fmt", ["wikiextractor", "wikiextractor --json", "lines"])
+def test_byte_range_partitions_read_every_document_once(fmt, enwiki_shard, news_path, tmp_path):
+    url = enwiki_shard if fmt.startswith("wikiextractor") else news_path
+    if fmt == "wikiextractor --json":  # its records end at a line, not at </doc>
+        url = str(tmp_path / "wiki_00")
+        Path(url).write_text(
+            as_json_lines(list(read_wikiextractor(open(enwiki_shard).read(), "x")), "en.wikipedia.org")
+        )
+        fmt = "wikiextractor"
     whole = list(documents(next(plan_partitions([url], [fmt], IngestConfig(partition_bytes=1 << 40)))))
     parts = list(plan_partitions([url], [fmt], IngestConfig(partition_bytes=20_000)))
     assert len(parts) > 10
@@ -108,7 +178,7 @@ def test_bad_inputs_name_the_file_and_the_problem(tmp_path, dump_path):
     not_xml.write_text("these are notes, not a dump\n")
     with pytest.raises(CorpusError, match="notes.xml: not a MediaWiki XML dump"):
         list(iter_wiki_pages(str(not_xml)))
-    with pytest.raises(CorpusError, match=r"line at byte 0 is not"):
+    with pytest.raises(CorpusError, match=r"bad.jsonl, byte 0: not a"):
         list(read_jsonl('{"title": "no id or text"}\n', "bad.jsonl", 0))
     with pytest.raises(CorpusError, match="has no closing"):
         list(read_wikiextractor('<doc id="1" url="u" title="T">\nT\ntext\n', "bad"))

@@ -107,7 +107,7 @@ def _check_blocks(doc: Document, tokenizer, max_tokens: int):
     assert len(blocks) > 1
     for i, block in enumerate(blocks):
         assert block.block_index == i
-        assert block.block_id == f"{doc.doc_id}#{i}"
+        assert block.block_id == f"{doc.key}#{i}"
         assert block.text and block.text == block.text.strip()
         assert block.text in doc.text  # a contiguous slice
         assert len(block.token_ids) <= max_tokens
