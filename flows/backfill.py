@@ -1,11 +1,12 @@
-"""Flow ``backfill_dump``: a new Wikipedia dump, or a month of CC-News WARC files, becomes a new
-corpus snapshot and index, incrementally.
+"""Flow ``backfill_dump``: a new Wikipedia dump, another wiki's, or a month of CC-News WARC files, becomes a
+new corpus snapshot and index, incrementally.
 
-A Wikipedia dump is ingested into its own corpus snapshot (of an XML dump, the previous one's
-unchanged pages are copied, not parsed again; WikiExtractor output of a dump is read whole). A
-month of WARC files *extends* the previous corpus: the new snapshot holds its blocks and the
-month's articles that are not duplicates of its articles (same URL, same or nearly the same
-text). Either way the new blocks are matched by content hash against the datastore of the
+The new corpus *extends* the previous index's: it keeps the sources (:mod:`npmcore.sources`) the dump does
+not replace and adds the dump's. A dump of a wiki the corpus holds replaces that wiki's pages (of an XML
+dump, its unchanged pages are copied, not parsed again; WikiExtractor output is read whole); a dump of
+another wiki (Simple English Wikipedia beside English) is added beside them, and neither touches the other's
+pages. A month of WARC files adds the month's articles that are not duplicates of the corpus's (same URL,
+same or nearly the same text). Either way the new blocks are matched by content hash against the datastore of the
 previous index (same encoder, and same precision: a backfill in another one is refused, its vectors
 are never mixed): unchanged blocks copy their vectors, only new and changed blocks are embedded,
 blocks of deleted or edited articles are simply not carried over, and the previous index's trained
@@ -25,7 +26,7 @@ from pydantic import BaseModel, BeforeValidator, Field
 
 from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
-from flows.params import ClusterParams, IngestParams, PrecisionSetting, StoreURL, default_store
+from flows.params import ClusterParams, DumpDate, IngestParams, PrecisionSetting, StoreURL, default_store
 from npmcore.cluster import dask_cluster
 from npmcore.corpus import CorpusError, Format, detect_format
 from npmcore.encoder import cached_encoder, encoder_fingerprint
@@ -38,17 +39,13 @@ from npmcore.tracking import log_snapshot_input, resolve_encoder, tracking, trac
 from tasks import link_runs
 
 
-def month_or_day(value: object) -> object:
-    """A month (YYYY-MM) stands for its first day."""
-    return f"{value}-01" if isinstance(value, str) and len(value) == 7 else value
-
-
 class BackfillParams(BaseModel):
     dump: Annotated[list[str], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)] = Field(
-        description="The new dump: a pages-articles XML(.bz2), WikiExtractor output of one (its files or folder), "
-        "or a month of CC-News WARC files (paths, URLs or globs, s3://… included)."
+        description="The new dump: a pages-articles XML(.bz2), WikiExtractor output of one (its files or folder, "
+        "<doc> or --json), a dump of another wiki to add beside the corpus's, or a month of CC-News WARC files "
+        "(paths, URLs or globs, s3://… included)."
     )
-    dump_date: Annotated[date, BeforeValidator(month_or_day)] = Field(
+    dump_date: DumpDate = Field(
         description="Date of the dump (YYYY-MM-DD), or the month of the WARC files (YYYY-MM), logged with the run."
     )
     store: StoreURL = Field(default_factory=default_store, description="Store root URL (env NPM_STORE).")
@@ -93,6 +90,17 @@ class BackfillResult(BaseModel):
     vectors: bool = True  # False: the new index holds BM25 alone (nothing embedded)
     counts: dict[str, int]  # the new corpus snapshot's counts (WARC files: what was read, dropped and added)
     serving: str | None = None  # the index the store serves after the backfill (its serving pointer)
+    sources: dict[str, str] = {}  # each source of the new corpus: "added", "replaced" or "kept" (as it was)
+
+
+def source_changes(corpus: str, base: str | None) -> dict[str, str]:
+    """What a backfill did to each source of its new corpus (:mod:`npmcore.sources`) against the corpus it
+    followed: added, replaced (the same wiki, other files) or kept (the same files)."""
+    before = {s.name: s.sha256 for s in open_corpus(base).sources} if base else {}
+    return {
+        s.name: "kept" if before.get(s.name) == s.sha256 else "replaced" if s.name in before else "added"
+        for s in open_corpus(corpus).sources
+    }
 
 
 def newest_index(store: str, fingerprint: str, excluding_corpus: str) -> IndexSnapshot | None:
@@ -144,10 +152,11 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
             lang=params.lang,
             strict=params.strict,
             previous=base if kind == "mediawiki" else None,
-            extends=base if kind == "warc" else None,
+            extends=base,
+            dump_date=params.dump_date,
         )
         corpus = ingest_corpus(ingest_params)
-        if earlier is not None and corpus == earlier.corpus:  # WARC files the corpus already holds: nothing new
+        if earlier is not None and corpus == earlier.corpus:  # files the corpus already holds: nothing new
             previous = index = earlier.url
         else:
             found = newest_index(params.store, fingerprint, open_corpus(corpus).manifest.id)
@@ -172,6 +181,7 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
         log_snapshot_input("corpus", corpus, "produced")
         log_snapshot_input("index", index, "produced")
         counts = open_corpus(corpus).manifest.counts
+        changes = source_changes(corpus, base)
         mlflow.log_text("".join(f"{f}\n" for f in files), "dump_files.txt")
         mlflow.log_params(
             {
@@ -185,6 +195,7 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
                 "encoder_fingerprint": fingerprint,
                 "vectors": built.vectors,
                 "precision": built.precision,
+                "sources": "; ".join(f"{name} {change}" for name, change in changes.items()),
             }
         )
         blocks = built.manifest.counts["blocks"]
@@ -207,4 +218,5 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
         counts=counts,
         vectors=built.vectors,
         serving=None if (pointer := read_serving(params.store)) is None else pointer.index,
+        sources=changes,
     )

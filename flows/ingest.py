@@ -21,6 +21,7 @@ def ingest_corpus(params: IngestParams | None = None, progress: bool = False) ->
         pages_per_partition=params.pages_per_partition,
         lang=params.lang,
         strict=params.strict,
+        dump_date=params.dump_date and params.dump_date.isoformat(),
     )
     with dask_cluster(params.cluster.dask_address, params.cluster.n_workers, params.store) as address:
         return ingest_corpus_task(

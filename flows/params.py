@@ -1,10 +1,11 @@
 """Typed flow parameters (validated by Prefect; editable in the Prefect UI)."""
 
 import os
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import AfterValidator, BaseModel, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 
 from npmcore.storage import check_store
 
@@ -43,6 +44,14 @@ class ClusterParams(BaseModel):
     n_workers: int | None = Field(None, ge=1, description="Local cluster size; default one worker per core.")
 
 
+def month_or_day(value: object) -> object:
+    """A month (YYYY-MM) stands for its first day."""
+    return f"{value}-01" if isinstance(value, str) and len(value) == 7 else value
+
+
+DumpDate = Annotated[date, BeforeValidator(month_or_day)]
+
+
 class IngestParams(BaseModel):
     inputs: list[str] = Field(
         default_factory=list,
@@ -72,7 +81,11 @@ class IngestParams(BaseModel):
     strict: bool = Field(False, description="WARC inputs: a bad record stops the ingest instead of being skipped.")
     extends: str | None = Field(
         None,
-        description="WARC inputs: a corpus snapshot the new one extends (its blocks, plus the inputs' articles that "
-        "are not duplicates of its articles).",
+        description="A corpus snapshot the new one extends: the blocks of its sources the inputs do not replace (a "
+        "source is a wiki, or a file of no wiki), then the inputs' (of WARC inputs, the articles that are not "
+        "duplicates of its articles).",
+    )
+    dump_date: DumpDate | None = Field(
+        None, description="Date of the inputs' dump (YYYY-MM-DD, or a month: YYYY-MM), kept with their source."
     )
     cluster: ClusterParams = Field(default_factory=ClusterParams)

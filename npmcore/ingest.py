@@ -15,8 +15,12 @@ The result is the snapshot a full ingest gives, byte for byte, only built faster
 
 WARC files (CC-News) take two rounds: each file's articles are extracted on a worker and staged
 with their dedup keys, the driver drops the duplicates (:mod:`npmcore.dedup`), and the workers
-then split and tokenize the articles kept. An ingest that ``extends`` a corpus snapshot copies
-its shards, drops the files' articles that duplicate one of its articles, and adds the rest.
+then split and tokenize the articles kept.
+
+A corpus holds sources (:mod:`npmcore.sources`): a wiki's pages, or a file of another kind. An ingest
+that ``extends`` a corpus snapshot copies the shards of its sources that the inputs do not replace (a
+source of the same name: the same wiki), then adds the inputs' own; of WARC files, the articles that
+duplicate one of the corpus's articles are dropped.
 """
 
 import functools
@@ -45,10 +49,12 @@ from npmcore.corpus import (
     Format,
     WikiPage,
     detect_format,
+    input_wiki,
     iter_wiki_pages,
     read_jsonl,
     read_lines,
     read_wikiextractor,
+    record_delimiter,
     source_name,
     wiki_documents,
 )
@@ -56,6 +62,7 @@ from npmcore.dedup import CONFIG as DEDUP_CONFIG
 from npmcore.dedup import ArticleKey, find_duplicates, signature, text_hash
 from npmcore.encoder import load_tokenizer, tokenizer_fingerprint
 from npmcore.snapshots import BLOCK_SCHEMA, CORPUS, WARC_BLOCK_SCHEMA, CorpusSnapshot, open_corpus, read_shard
+from npmcore.sources import Source, describe, source_of, totals
 from npmcore.storage import (
     FileEntry,
     Manifest,
@@ -72,7 +79,6 @@ from npmcore.warc import EXTRACTOR, Article, WarcCounts, check_language, read_ar
 
 log = logging.getLogger(__name__)
 
-_DELIMITERS = {"wikiextractor": b"</doc>\n", "jsonl": b"\n", "lines": b"\n"}
 # The articles of a WARC file, staged between their extraction and their tokenization (not part of a snapshot)
 _ARTICLES = pa.schema(
     [
@@ -93,6 +99,7 @@ class IngestConfig:
     pages_per_partition: int = 200  # dump pages per partition
     lang: str = "en"  # format warc: the language articles are kept in (ISO 639-1)
     strict: bool = False  # format warc: a bad record stops the ingest instead of being counted and skipped
+    dump_date: str | None = None  # ISO date of the inputs' dump or crawl, recorded with their source
 
 
 @dataclass(frozen=True)
@@ -117,6 +124,13 @@ class Partition:
     pages: tuple[WikiPage | ReusedPage, ...] = ()  # mediawiki only
     prefixes: frozenset[str] = field(default_factory=frozenset)  # mediawiki only
     previous: str | None = None  # the corpus snapshot the ReusedPages are copied from
+    wiki: str = ""  # the wiki of the file's pages ("" for inputs of no wiki): each of its documents is checked
+    delimiter: bytes = b"\n"  # what ends a record of the file (npmcore.corpus.record_delimiter)
+
+    @property
+    def corpus_source(self) -> str:
+        """The name of the source its documents belong to (:mod:`npmcore.sources`)."""
+        return self.wiki or self.source
 
 
 @dataclass(frozen=True)
@@ -132,6 +146,7 @@ class IngestedShard:
     input_bytes: int  # the partition's bytes of its file
     warc: WarcCounts | None = None  # format warc: what the file held
     articles: tuple[ArticleKey, ...] = ()  # format warc, staged: its articles' dedup keys, in record order
+    corpus_source: str = ""  # the source its documents belong to (Partition.corpus_source)
 
 
 def expand_inputs(inputs: Iterable[str]) -> list[str]:
@@ -160,11 +175,11 @@ def input_bytes(inputs: Iterable[str]) -> int:
 
 
 def page_hash(page: WikiPage) -> str:
-    return hashlib.sha256(f"{page.page_id}\n{page.title}\n{page.wikitext}".encode()).hexdigest()
+    return hashlib.sha256(f"{page.wiki}:{page.page_id}\n{page.title}\n{page.wikitext}".encode()).hexdigest()
 
 
 def document_hash(doc: Document) -> str:
-    return hashlib.sha256(f"{doc.doc_id}\n{doc.title}\n{doc.text}".encode()).hexdigest()
+    return hashlib.sha256(f"{doc.key}\n{doc.title}\n{doc.text}".encode()).hexdigest()
 
 
 def previous_sources(url: str) -> dict[str, str]:
@@ -213,26 +228,35 @@ def plan_partitions(
     known = previous_sources(previous) if previous else {}
     index = first
     for url, fmt in zip(files, formats, strict=True):
-        source = source_name(url)
+        source, wiki = source_name(url), input_wiki(url, fmt)
         if fmt == "mediawiki":
             pages, read = iter_wiki_pages(url), 0
             while batch := list(islice(pages, config.pages_per_partition)):
                 items = tuple(_reused(page, known) for page, _, _ in batch)
                 done = batch[-1][2]  # the bytes of the dump read up to its last page
                 yield Partition(
-                    index, source, fmt, url, done - read, pages=items, prefixes=batch[0][1], previous=previous
+                    index,
+                    source,
+                    fmt,
+                    url,
+                    done - read,
+                    pages=items,
+                    prefixes=batch[0][1],
+                    previous=previous,
+                    wiki=wiki,
                 )
                 index, read = index + 1, done
             continue
         fs, path = fsspec.core.url_to_fs(url)
         size = fs.size(path)
         if fmt == "warc" or infer_compression(url):  # compressed streams cannot be split: one partition per file
-            yield Partition(index, source, fmt, url, size)
+            yield Partition(index, source, fmt, url, size, wiki=wiki)
             index += 1
             continue
+        delimiter = record_delimiter(url, fmt)
         for offset in range(0, size, config.partition_bytes):
             length = min(config.partition_bytes, size - offset)
-            yield Partition(index, source, fmt, url, length, offset, length)
+            yield Partition(index, source, fmt, url, length, offset, length, wiki=wiki, delimiter=delimiter)
             index += 1
 
 
@@ -251,7 +275,7 @@ def _read_range(part: Partition) -> tuple[str, int]:
 
 
 def _read_bytes(part: Partition) -> tuple[bytes, int]:
-    delimiter = _DELIMITERS[part.format]
+    delimiter = part.delimiter
     with fsspec.open(part.url, "rb", compression="infer") as f:
         if part.length is None:
             return f.read(), 0
@@ -277,10 +301,22 @@ def documents(part: Partition) -> Iterator[Document]:
         return wiki_documents([p for p in part.pages if isinstance(p, WikiPage)], part.prefixes, part.source)
     text, start = _read_range(part)
     if part.format == "wikiextractor":
-        return read_wikiextractor(text, part.source)
+        return _of_wiki(read_wikiextractor(text, part.source, part.url, start), part)
     if part.format == "jsonl":
-        return read_jsonl(text, part.source, start)
+        return read_jsonl(text, part.source, start, part.url)
     return read_lines(text, part.source, start)
+
+
+def _of_wiki(docs: Iterable[Document], part: Partition) -> Iterator[Document]:
+    """The documents of a WikiExtractor partition, each checked to be a page of its file's wiki (the one its
+    first page names: a file holds one wiki's pages, its source)."""
+    for doc in docs:
+        if doc.wiki != part.wiki:
+            raise CorpusError(
+                f"{part.url}: page {doc.doc_id} ({doc.title[:60]!r}) is of {doc.wiki or 'no wiki'}, the file's "
+                f"first page of {part.wiki or 'no wiki'}: one file holds one wiki's pages"
+            )
+        yield doc
 
 
 def sources(part: Partition) -> Iterator[tuple[str, Document | None]]:
@@ -339,7 +375,10 @@ def write_shard(part: Partition, staging: str, config: IngestConfig) -> Ingested
     path = f"blocks/part-{part.index:05d}.parquet"
     entry = _write_table(pa.table(rows, schema=BLOCK_SCHEMA), join(staging, path))
     reused = sum(isinstance(page, ReusedPage) for page in part.pages)
-    return IngestedShard(part.index, path, entry, docs, empty, len(rows["block_id"]), tokens, reused, part.input_bytes)
+    return IngestedShard(
+        part.index, path, entry, docs, empty, len(rows["block_id"]), tokens, reused, part.input_bytes,
+        corpus_source=part.corpus_source,
+    )  # fmt: skip
 
 
 def extract_warc(part: Partition, staging: str, config: IngestConfig) -> IngestedShard:
@@ -353,7 +392,9 @@ def extract_warc(part: Partition, staging: str, config: IngestConfig) -> Ingeste
     columns |= {"source_hash": [k.text_hash for k in keys], "minhash": [k.signature for k in keys]}
     path = f"articles/part-{part.index:05d}.parquet"
     entry = _write_table(pa.table(columns, schema=_ARTICLES), join(staging, path))
-    return IngestedShard(part.index, path, entry, len(articles), 0, 0, 0, 0, part.input_bytes, counts, keys)
+    return IngestedShard(
+        part.index, path, entry, len(articles), 0, 0, 0, 0, part.input_bytes, counts, keys, part.corpus_source
+    )
 
 
 def write_articles(job: tuple[IngestedShard, frozenset[str]], staging: str, config: IngestConfig) -> IngestedShard:
@@ -367,7 +408,7 @@ def write_articles(job: tuple[IngestedShard, frozenset[str]], staging: str, conf
     for row in table.to_pylist():
         if row["doc_id"] in drop:
             continue
-        article = Article(row["doc_id"], row["title"], row["text"], row["source"], row["url"], row["date"])
+        article = Article(row["doc_id"], row["title"], row["text"], row["source"], url=row["url"], date=row["date"])
         for block in split_document(article, tokenizer, config.max_tokens):
             for name in BLOCK_SCHEMA.names:
                 rows[name].append(row["source_hash"] if name == "source_hash" else getattr(block, name))
@@ -408,19 +449,20 @@ def deduplicate(
     return [written.get(r.index, r) for r in results], {**counts, **verdicts}
 
 
-def extended_corpus(extends: str, formats: list[Format], id_config: dict, previous: str | None) -> CorpusSnapshot:
-    """The corpus snapshot an ingest of ``formats`` extends, checked to take its blocks: same
-    tokenizer and block length (and language, when it holds crawled articles)."""
-    if previous is not None:
-        raise ValueError("an ingest reuses the pages of a previous dump or extends a corpus, not both")
-    if set(formats) != {"warc"}:
-        raise CorpusError(f"only WARC inputs extend a corpus; these are {', '.join(sorted(set(formats)))}")
+def extended_corpus(extends: str, id_config: dict) -> CorpusSnapshot:
+    """The corpus snapshot an ingest extends, checked to take its blocks: same tokenizer and block length
+    (and language, where both hold crawled articles) and sources recorded (:mod:`npmcore.sources`)."""
     base = open_corpus(extends)
-    keys = ["tokenizer", "max_tokens", *(["lang"] if "lang" in base.manifest.config else [])]
     given = base.manifest.config
+    keys = ["tokenizer", "max_tokens", *(["lang"] if "lang" in given and "lang" in id_config else [])]
     differ = [f"{k} {given[k]!r}, not {id_config[k]!r}" for k in keys if given[k] != id_config[k]]
     if differ:
         raise CorpusError(f"corpus {extends} cannot be extended: it has {'; '.join(differ)}")
+    if not base.sources:
+        raise CorpusError(
+            f"corpus {extends} cannot be extended: made by npmcore {base.manifest.package_version}, before corpora "
+            "recorded their sources; ingest its inputs again"
+        )
     return base
 
 
@@ -437,10 +479,14 @@ def copy_shard(item: tuple[str, FileEntry], source: str, staging: str) -> tuple[
     return path, entry
 
 
-def copy_shards(base: CorpusSnapshot, staging: str, client: Client | None, writer: SnapshotWriter) -> int:
-    """Copy every shard of ``base`` into the snapshot being written; returns the next free shard index."""
+def copy_shards(
+    base: CorpusSnapshot, sources: list[Source], staging: str, client: Client | None, writer: SnapshotWriter
+) -> int:
+    """Copy the shards of ``sources`` of ``base`` into the snapshot being written; returns the next free shard
+    index (after every shard of ``base``: the new shards come after the ones carried over)."""
+    files = base.manifest.files
     fn = functools.partial(copy_shard, source=base.url, staging=staging)
-    for path, entry in map_bounded(fn, base.shards, client):
+    for path, entry in map_bounded(fn, [(path, files[path]) for s in sources for path in s.shards], client):
         writer.add(path, entry)
     return 1 + max(int(path.removesuffix(".parquet").rsplit("-", 1)[1]) for path, _ in base.shards)
 
@@ -461,9 +507,11 @@ def ingest(
     config is returned as is. ``on_shard`` is called with each finished shard's result.
     ``previous`` (a corpus snapshot of an earlier dump, same tokenizer and max_tokens) only
     saves work: its unchanged pages are copied instead of parsed; the snapshot is the same.
-    ``extends`` (a corpus snapshot; WARC inputs only): the new snapshot holds its blocks and the
-    inputs' articles that are not duplicates of its articles (a monthly CC-News backfill); inputs
-    it already holds (same sha256) return it unchanged.
+    ``extends`` (a corpus snapshot): the new snapshot holds the blocks of its sources that the inputs do
+    not replace (another wiki's pages: Simple English beside English Wikipedia), then the inputs' own; of
+    WARC inputs, the articles that are not duplicates of its articles (a monthly CC-News backfill). Inputs
+    it already holds (same sha256) return it unchanged; inputs that replace all of it give the snapshot
+    a plain ingest of them gives.
     """
     if config.max_tokens < 32:
         raise ValueError(f"max_tokens must be >= 32, got {config.max_tokens}")
@@ -472,7 +520,14 @@ def ingest(
     check_readable([u for u, f in zip(files, formats, strict=True) if f != "mediawiki"], client)  # dumps: read here
     tokenizer = load_tokenizer(config.encoder)
     input_entries = [
-        {"url": u, "source": source_name(u), "format": f, **asdict(sha256_file(u))}
+        {
+            "url": u,
+            "source": source_name(u),
+            "format": f,
+            **asdict(sha256_file(u)),
+            **({"wiki": w} if (w := input_wiki(u, f)) else {}),
+            **({"dump_date": config.dump_date} if config.dump_date else {}),
+        }
         for u, f in zip(files, formats, strict=True)
     ]
     id_config = {
@@ -483,14 +538,21 @@ def ingest(
     }
     if "warc" in formats:  # only then: the ids of other ingests stay what they were
         id_config |= {"lang": check_language(config.lang), "extractor": EXTRACTOR, "dedup": DEDUP_CONFIG}
-    base = extended_corpus(extends, formats, id_config, previous) if extends else None
+    base = extended_corpus(extends, id_config) if extends else None
+    kept: list[Source] = []
     if base is not None:
         known = {e["sha256"] for e in base.manifest.inputs}
         if all(e["sha256"] in known for e in input_entries):
             log.info("corpus snapshot %s already holds %s; nothing to add", extends, ", ".join(files))
             return extends
-        id_config["extends"] = base.manifest.id
-    snap_id = snapshot_id(CORPUS, [{k: e[k] for k in ("source", "format", "sha256")} for e in input_entries], id_config)
+        replaced = {source_of(e) for e in input_entries}
+        kept = [s for s in base.sources if s.name not in replaced]
+        if kept:
+            id_config["extends"] = base.manifest.id
+        else:  # every source replaced: a plain ingest of the inputs
+            base = None
+    identity = ("source", "format", "sha256", "wiki", "dump_date")
+    snap_id = snapshot_id(CORPUS, [{k: e[k] for k in identity if k in e} for e in input_entries], id_config)
     url = snapshot_url(store, CORPUS, snap_id)
     if existing_snapshot(url):
         log.info("corpus snapshot %s already exists; nothing to do", url)
@@ -500,7 +562,7 @@ def ingest(
         previous = None
     with SnapshotWriter(store, CORPUS, snap_id) as writer:
         staging = writer.url("").rstrip("/")
-        first = copy_shards(base, staging, client, writer) if base is not None else 0
+        first = copy_shards(base, kept, staging, client, writer) if base is not None else 0
         fn = functools.partial(write_shard, staging=staging, config=config)
         results = []
         for result in map_bounded(fn, plan_partitions(files, formats, config, previous, first), client):
@@ -510,18 +572,26 @@ def ingest(
         results.sort(key=lambda r: r.index)
         warc_counts = {}
         if "warc" in formats:
-            results, warc_counts = deduplicate(results, staging, config, client, extends)
-        counts = {k: sum(getattr(r, k) for r in results) for k in ("docs", "empty_docs", "blocks", "tokens")}
+            results, warc_counts = deduplicate(results, staging, config, client, base and base.url)
+        added = describe(
+            input_entries,
+            ((r.corpus_source, r.path, {k: getattr(r, k) for k in ("docs", "empty_docs", "blocks", "tokens")})
+             for r in results),
+        )  # fmt: skip
+        counts = totals(added)
         if counts["empty_docs"]:
             log.warning("skipped %d documents with no text", counts["empty_docs"])
         if previous is not None:
             log.info("%d of %d documents copied from %s", sum(r.reused_docs for r in results), counts["docs"], previous)
-        if base is not None:
-            log.info("%d new documents added to the %d of %s", counts["docs"], base.manifest.counts["docs"], extends)
-            counts = {k: v + base.manifest.counts[k] for k, v in counts.items()}
-            input_entries = base.manifest.inputs + input_entries
         if counts["blocks"] == 0:
             raise CorpusError(f"no document with text in {', '.join(files)} ({counts['docs']} documents read)")
+        if base is not None:
+            log.info(
+                "%d new documents (%s) added to the %d of %s (%s)", counts["docs"], ", ".join(s.name for s in added),
+                totals(kept)["docs"], extends, ", ".join(s.name for s in kept),
+            )  # fmt: skip
+            carried = {u for s in kept for u in s.inputs}
+            input_entries = [e for e in base.manifest.inputs if e["url"] in carried] + input_entries
         for r in results:
             writer.add(r.path, r.entry)
         manifest = Manifest(
@@ -529,7 +599,8 @@ def ingest(
             id=snap_id,
             inputs=input_entries,
             config={**id_config, "encoder": config.encoder or "default"},
-            counts={**counts, "shards": len(writer.files), **warc_counts},
+            counts={**totals([*kept, *added]), "shards": len(writer.files), **warc_counts},
             files=dict(writer.files),
+            sources=[s.to_dict() for s in [*kept, *added]],
         )
         return writer.commit(manifest)

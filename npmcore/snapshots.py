@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from fsspec.implementations.local import LocalFileSystem
 
+from npmcore.sources import Source
 from npmcore.storage import (
     FileEntry,
     Manifest,
@@ -89,6 +90,12 @@ class CorpusSnapshot:
     def shards(self) -> list[tuple[str, FileEntry]]:
         """(path, checksum) of every block shard, in order."""
         return sorted(self.manifest.files.items())
+
+    @property
+    def sources(self) -> list[Source]:
+        """What it holds, a wiki or collection each (:mod:`npmcore.sources`); [] for a snapshot made before
+        corpora recorded them."""
+        return [Source.from_dict(s) for s in self.manifest.sources]
 
 
 @dataclass(frozen=True)
@@ -186,13 +193,19 @@ def newest_corpus(store: str) -> str:
 # --- corpus blocks ----------------------------------------------------------------------
 
 
-def read_shard(url: str, path: str, entry: FileEntry, columns: list[str] | None = None) -> pa.Table:
+def read_shard(
+    url: str, path: str, entry: FileEntry, columns: list[str] | None = None, optional: tuple[str, ...] = ()
+) -> pa.Table:
     """One block shard of the corpus snapshot at ``url``, checked against its manifest entry
-    (read once: hashed in memory, then parsed)."""
+    (read once: hashed in memory, then parsed); ``optional`` columns are read too where the shard has them
+    (crawled articles' ``url``)."""
     with fsspec.open(join(url, path), "rb") as f:
         data = f.read()
     if sha256_bytes(data) != entry.sha256:
         raise SnapshotError(f"snapshot {url}: checksum mismatch in {path} (manifest sha256 {entry.sha256[:12]}…)")
+    if optional:
+        names = pq.read_schema(io.BytesIO(data)).names
+        columns = [*(columns or []), *(c for c in optional if c in names)]
     return pq.read_table(io.BytesIO(data), columns=columns)
 
 

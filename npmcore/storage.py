@@ -121,9 +121,13 @@ class Manifest:
     files: dict[str, FileEntry]  # relative path -> checksum; every file but the manifest
     package_version: str = __version__
     created: str = field(default_factory=lambda: datetime.now(UTC).isoformat(timespec="seconds"))
+    sources: list[dict[str, Any]] = field(default_factory=list)  # a corpus: what it holds (npmcore.sources)
 
     def to_json(self) -> str:
-        return json.dumps(asdict(self), indent=2, sort_keys=True)
+        data = asdict(self)
+        if not self.sources:
+            del data["sources"]
+        return json.dumps(data, indent=2, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> "Manifest":

@@ -17,10 +17,10 @@ from flows.cli.common import (
     console,
     show,
 )
-from flows.output import counts_table, crawl_table, number, shown, table
+from flows.output import counts_table, crawl_table, number, shown, sources_table, table
 from flows.params import IngestParams, absolute_store
 from npmcore.corpus import FORMATS
-from npmcore.snapshots import CORPUS
+from npmcore.snapshots import CORPUS, open_corpus
 from npmcore.storage import join, list_snapshots, open_snapshot
 
 app = typer.Typer()
@@ -45,10 +45,16 @@ def ingest_command(
     pages_per_partition: Annotated[int, typer.Option(min=1, help="Dump pages per Dask partition.")] = 200,
     lang: Lang = "en",
     strict: Strict = False,
+    dump_date: Annotated[
+        str | None,
+        typer.Option(help="Date of the inputs' dump, YYYY-MM-DD or YYYY-MM: answers name it with their source."),
+    ] = None,
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
-    """Ingest Wikipedia dumps, WikiExtractor output, news or CC-News WARC files into a verified corpus snapshot."""
+    """Ingest Wikipedia dumps, WikiExtractor output (<doc> or --json), news or CC-News WARC files into a verified
+    corpus snapshot. A wiki's pages are its source, named by the wiki (simple.wikipedia.org); other files each
+    their own."""
     from flows.ingest import ingest_corpus
 
     if fmt != "auto" and fmt not in FORMATS:
@@ -63,11 +69,13 @@ def ingest_command(
         pages_per_partition=pages_per_partition,
         lang=lang,
         strict=strict,
+        dump_date=dump_date,
         cluster=cluster_params(dask_address, workers),
     )
     url = ingest_corpus(params, progress=sys.stderr.isatty())
     manifest = open_snapshot(url, verify=False)
     show(counts_table(manifest))
+    show(sources_table(open_corpus(url).sources))
     if "articles" in manifest.counts:
         show(crawl_table(manifest.counts))
     print(url)
@@ -127,6 +135,7 @@ def backfill_command(
     with prefect_api():
         result = backfill_dump(params)
     console.print(f"corpus: [bold]{result.corpus}[/]\nprevious index: {result.previous or 'none (full build)'}")
+    show(sources_table(open_corpus(result.corpus).sources, result.sources))
     if "articles" in result.counts:
         show(crawl_table(result.counts))
     if result.vectors:
