@@ -9,6 +9,7 @@ and cut their words (``OPQ48,P…``). A console that is not a terminal is 80 col
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,8 @@ from rich.text import Text
 if TYPE_CHECKING:
     from flows.evaluate import EvalRow
     from flows.pipeline import PipelineResult
+    from npmcore.evidence import Citation
+    from npmcore.sources import Source
     from npmcore.storage import Manifest
 
 UNBOUNDED = 10_000  # a console width at which a table measures as wide as it would like to be
@@ -111,6 +114,19 @@ def counts_table(manifest: "Manifest") -> Table:
     return counts
 
 
+def sources_table(sources: list["Source"], status: dict[str, str] | None = None) -> Table:
+    """What a corpus holds, a row per source (wiki or file): its dump date, documents, blocks, tokens and checksum;
+    ``status``: what an ingest did with each (added, replaced, kept)."""
+    rows = table(
+        "source", "dump date", *map(number, ("docs", "blocks", "tokens")), "sha256", *([""] if status else []),
+        title="sources",
+    )  # fmt: skip
+    for s in sources:
+        done = [status.get(s.name, "")] if status else []
+        rows.add_row(s.name, s.dump_date or "–", f"{s.docs:,}", f"{s.blocks:,}", f"{s.tokens:,}", s.sha256[:12], *done)
+    return rows
+
+
 def crawl_table(counts: dict[str, int]) -> Table:
     """What the WARC files of an ingest held, from records to the articles kept."""
     crawl = table("", number(""), title="WARC files: from records to articles")
@@ -193,6 +209,13 @@ def evidence_sentence(passage: str, start: int, end: int, context: int = 150) ->
     return highlight(sentence, start - first, end - first, context)
 
 
+def cited(citation: "Citation") -> str:
+    """Where a passage comes from, on one line (plain text): ``Alan Turing · simple.wikipedia.org, dump of
+    2021-12-01 · https://simple.wikipedia.org/wiki/Alan_Turing``; what a source does not know is left out."""
+    where = citation.source + (f", dump of {citation.dump_date}" if citation.dump_date else "")
+    return " · ".join(part for part in (citation.title, where, citation.url) if part)
+
+
 def shown(url: str) -> str:
     """A local snapshot or file as the user would type it: relative to the working folder when inside it."""
     path = Path(url.removeprefix("file://"))
@@ -239,9 +262,12 @@ def demo_story(result: "PipelineResult", corpus: "Manifest", encoder: str, data:
     for answered in result.answered:
         lines += [Text(), Text("A query, answered from the corpus", style="bold"), Indented(escape(answered.query))]
         best, *others = answered.answers
-        answer = f"→ [bold green]{escape(best.answer)}[/] ({best.score:.2f}), from block {best.block_id}:"
+        where = cited(replace(best.source, url=None))  # the address on a line of its own: copied whole
+        answer = f"→ [bold green]{escape(best.answer)}[/] ({best.score:.2f}), from {escape(where)}:"
         lines.append(Indented(answer, 2))
         lines.append(Indented(evidence_sentence(best.passage, best.start, best.end), 4))
+        if best.source.url:
+            lines.append(Indented(escape(best.source.url), 4))
         if others:
             lines.append(Indented("then " + ", ".join(f"{escape(a.answer)} ({a.score:.2f})" for a in others), 2))
     lines += [

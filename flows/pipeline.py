@@ -18,6 +18,7 @@ from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, StoreURL, default_store
 from flows.train import TrainParams, train_encoder
 from npmcore.cluster import dask_cluster
+from npmcore.evidence import Citation
 from npmcore.indexer import store_root
 from npmcore.inference import NPM
 from npmcore.serving import read_serving, set_serving
@@ -54,7 +55,8 @@ class PipelineParams(BaseModel):
 
 
 class ShownAnswer(BaseModel):
-    """An answer with its best evidence: ``passage[start:end]`` is the answer in block ``block_id``."""
+    """An answer with its best evidence: ``passage[start:end]`` is the answer in block ``block_id``, which
+    comes from ``source``."""
 
     answer: str
     score: float
@@ -62,6 +64,7 @@ class ShownAnswer(BaseModel):
     passage: str
     start: int
     end: int
+    source: Citation
 
 
 class Answered(BaseModel):
@@ -227,6 +230,7 @@ def answer(index: str, queries: list[str], shown: int = 3) -> list[Answered]:
                     passage=span.text,
                     start=span.start,
                     end=span.end,
+                    source=span.source,
                 )
             )
         answered.append(Answered(query=query, answers=shown_answers))

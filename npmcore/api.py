@@ -2,7 +2,8 @@
 
 One process loads the encoder, the FAISS index, the datastore and BM25 once and answers:
 
-* ``POST /v1/predict``: NPM phrase prediction, each answer with its evidence passages;
+* ``POST /v1/predict``: NPM phrase prediction, each answer with its evidence passages and where they come from
+  (source, dump date, article, address); a question without a mask is asked as the paper asks NQ;
 * ``POST /v1/classify``: closed-set label scores (labels given as verbalizer words);
 * ``GET /v1/index``: what is served; ``GET /livez``; ``GET /readyz`` (503 until loaded and warm);
   ``GET /metrics`` (Prometheus); ``GET /``: a page with a query box (``/?q=QUERY`` answers QUERY at once).
@@ -26,7 +27,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -37,11 +38,13 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from npmcore.asking import ask
 from npmcore.confidence import Calibrator, abstention
 from npmcore.evaluation.templates import CLOSED_SPECS
 from npmcore.inference import MASK, NPM, InferenceConfig, Scoring, Unsupported, label_token_ids
 from npmcore.precision import Setting
 from npmcore.serving import Serving, check_datastore, read_serving, serving_pointer
+from npmcore.snapshots import open_corpus
 from npmcore.storage import read_manifest
 
 log = logging.getLogger(__name__)
@@ -72,6 +75,7 @@ class Served:
         self.url = url
         self.npm = NPM(url, encoder=model, precision=precision)  # verifies every file's checksum
         self.manifest = read_manifest(url)
+        self.sources = open_corpus(self.npm.index_snapshot.corpus).sources  # what its answers come from
         self.loaded_at = time.time()
         self.in_flight = 0
         self.retired = False
@@ -302,11 +306,21 @@ def _one_mask(query: str) -> str:
     return query
 
 
+def _askable(query: str) -> str:
+    ask(query)  # a ValueError saying what a query is
+    return query
+
+
 Query = Annotated[str, AfterValidator(_one_mask)]
+Askable = Annotated[str, AfterValidator(_askable)]
 
 
 class PredictRequest(Strict):
-    queries: list[Query] = Field(min_length=1, description="Sentences with one [MASK] each.")
+    queries: list[Askable] = Field(
+        min_length=1,
+        description='Sentences with one [MASK] each, or questions ("Who taught Aristotle?": asked as "Who taught '
+        'Aristotle? The answer is [MASK].", as the paper asks NQ and TriviaQA).',
+    )
     answers: int = Field(5, ge=1, le=20, description="Answers per query.")
     evidence: int = Field(3, ge=1, le=10, description="Evidence passages per answer.")
     k: int = Field(4096, ge=1, le=16384, description="Tokens retrieved per query vector (kNN search).")
@@ -375,8 +389,9 @@ def run_predict(service: Service, items: list[Item]) -> list[dict | Unsupported]
                 k=k, tau=tau, restrict=restrict, passages=passages, answers=answers, evidence=evidence, scoring=scoring
             )
             started = time.perf_counter()
+            asked = {n: ask(items[n].query) for n in members}
             try:
-                found = served.npm.predict([items[n].query for n in members], config)
+                found = served.npm.predict([asked[n].query for n in members], config)
             except Unsupported as e:  # the index swapped to one that cannot answer these: only their requests fail
                 out |= dict.fromkeys(members, e)
                 continue
@@ -384,6 +399,7 @@ def run_predict(service: Service, items: list[Item]) -> list[dict | Unsupported]
             for n, answers_of in zip(members, found, strict=True):
                 out[n] = {
                     "query": items[n].query,
+                    "asked": {"how": asked[n].how, "query": asked[n].query},
                     **abstention(served.npm.calibrator, answers_of, items[n].request.min_confidence),
                     "answers": [_answer(served, a, items[n].request.explain) for a in answers_of],
                     "index": served.url,
@@ -400,7 +416,15 @@ def _answer(served: Served, answer, explain: bool) -> dict:
         "score": answer.score,
         "confidence": answer.confidence,
         "evidence": [
-            {"block_id": s.block_id, "title": s.title, "text": s.text, "start": s.start, "end": s.end, "score": s.score}
+            {
+                "block_id": s.block_id,
+                "title": s.title,
+                "text": s.text,
+                "start": s.start,
+                "end": s.end,
+                "score": s.score,
+                "source": asdict(s.source),
+            }
             for s in spans
         ],
         **({"parts": answer.parts} if explain else {}),
@@ -534,6 +558,10 @@ def create_app(settings: Settings) -> FastAPI:
             "tokens": m.counts["tokens"],
             "blocks": m.counts["blocks"],
             "corpus": served.npm.index_snapshot.corpus,
+            "sources": [
+                {k: getattr(s, k) for k in ("name", "wiki", "dump_date", "sha256", "docs", "blocks", "tokens")}
+                for s in served.sources
+            ],
             "encoder": m.config["encoder"],
             "encoder_fingerprint": m.config["encoder_fingerprint"],
             "query_encoder": served.npm.encoder_source if served.npm.passage_side else None,

@@ -4,7 +4,8 @@ An index knows every token by its global id (``Corpus`` of :mod:`npmcore.phrases
 block texts stay in the corpus snapshot. :class:`EvidenceReader` reads a block's title and
 text (a shard at a time, cached), tokenizes the passage again with character offsets and
 turns an :class:`Evidence` (global token ids) into an :class:`EvidenceSpan`: the passage
-as the encoder saw it and the answer's character span in it.
+as the encoder saw it, the answer's character span in it, and where the passage comes from
+(:class:`Citation`: its source, the dump's date, the article's title and address).
 """
 
 import functools
@@ -16,6 +17,7 @@ import numpy as np
 from transformers import PreTrainedTokenizerFast
 
 from npmcore.blocks import encoder_input
+from npmcore.corpus import page_url
 from npmcore.encoder import special_frame
 from npmcore.phrases import Corpus
 from npmcore.snapshots import IndexSnapshot, open_corpus, read_shard
@@ -33,9 +35,21 @@ PASSAGE_CACHE = 4096  # passages kept tokenized (a few kB each)
 
 
 @dataclass(frozen=True)
+class Citation:
+    """Where a passage comes from."""
+
+    source: str  # the corpus source (npmcore.sources): its wiki ("simple.wikipedia.org"), else its file's name
+    wiki: str | None  # None for documents of no wiki (news, jsonl, lines)
+    dump_date: str | None  # ISO date of the source's dump, as its ingest was given it
+    title: str  # the article's
+    url: str | None  # the article's address (a wiki page's, a crawled article's); None where there is none
+
+
+@dataclass(frozen=True)
 class Passage:
     block_id: str  # "{doc_id}#{block_index}"
     title: str
+    citation: Citation
     text: str  # the passage as the encoder saw it: "{title}. {block text}"
     token_chars: list[tuple[int, int]]  # character span in ``text`` of each content token (combining marks after it in)
     starts_word: np.ndarray  # (tokens,) bool: the token starts a word of the text (:func:`word_edges`)
@@ -97,6 +111,7 @@ class EvidenceSpan:
     start: int
     end: int
     score: float  # the occurrence's normalised share of the query's candidate scores
+    source: Citation  # where the passage comes from
 
 
 class EvidenceReader:
@@ -104,18 +119,21 @@ class EvidenceReader:
 
     def __init__(self, index: IndexSnapshot, tokenizer: PreTrainedTokenizerFast, corpus: Corpus):
         self.corpus_url = index.corpus
-        self.shards = open_corpus(index.corpus).shards
+        snapshot = open_corpus(index.corpus)
+        self.shards = snapshot.shards
+        holder = {path: source for source in snapshot.sources for path in source.shards}
+        self.sources = [holder.get(path) for path, _ in self.shards]  # each shard's source (None: not recorded)
         self.bounds = np.cumsum([0, *index.manifest.config["shard_blocks"]])  # first global block of each shard
         self.tokenizer = tokenizer
         self.corpus = corpus
         self._frame = special_frame(tokenizer)
-        self._rows: dict[int, list[tuple[str, str, str]]] = {}
+        self._rows: dict[int, list[tuple[str, str, str, str, str | None]]] = {}
         # answers of a query share passages, and a service sees the same ones again: tokenized once
         self.passage = functools.lru_cache(maxsize=PASSAGE_CACHE)(self._passage)
 
     def _passage(self, block: int) -> Passage:
-        """The block's id, title and text, with the character span of each content token."""
-        block_id, title, text = self._row(block)
+        """The block's id, title, source and text, with the character span of each content token."""
+        block_id, title, text, _, _ = self._row(block)
         passage = encoder_input(title, text)
         enc = self.tokenizer(passage, return_offsets_mapping=True)
         before, after = self._frame
@@ -123,14 +141,14 @@ class EvidenceReader:
         n = int(self.corpus.offsets[block + 1] - self.corpus.offsets[block])
         if len(chars) != n:
             raise ValueError(f"block {block_id}: {len(chars)} tokens when tokenized again, {n} in the index")
-        return Passage(block_id, title, passage, chars, *word_edges(passage, chars))
+        return Passage(block_id, title, self.citation(block), passage, chars, *word_edges(passage, chars))
 
     def span(self, evidence: Evidence) -> EvidenceSpan:
         """The passage of an evidence and the characters of its span."""
         p = self.passage(evidence.block)
         lo = int(self.corpus.offsets[evidence.block])
         start, end = p.token_chars[evidence.first - lo][0], p.token_chars[evidence.last - lo][1]
-        return EvidenceSpan(p.block_id, p.title, p.text, start, end, evidence.score)
+        return EvidenceSpan(p.block_id, p.title, p.text, start, end, evidence.score, p.citation)
 
     def whole_words(self, spans: np.ndarray) -> np.ndarray:
         """(n,) bool: the candidate spans (global first, last) that start and end at the edges of their
@@ -155,13 +173,33 @@ class EvidenceReader:
         """The block id (``{doc_id}#{n}``) of a global block number."""
         return self._row(block)[0]
 
-    def _row(self, block: int) -> tuple[str, str, str]:
-        """(block_id, title, text) of a global block number (its shard read once, then cached)."""
-        shard = int(np.searchsorted(self.bounds, block, side="right") - 1)
+    def citation(self, block: int) -> Citation:
+        """Where a global block number's passage comes from: its source's name, wiki and dump date (of the
+        corpus manifest), the article's title and address (a wiki's page of that title; a crawled article's
+        URL)."""
+        _, title, _, file, url = self._row(block)
+        source = self.sources[self._shard(block)]
+        if source is None:  # a corpus made before sources were recorded: the block's file
+            return Citation(file, None, None, title, url)
+        return Citation(
+            source.name,
+            source.wiki,
+            source.dump_date,
+            title,
+            url or (page_url(source.wiki, title) if source.wiki else None),
+        )
+
+    def _shard(self, block: int) -> int:
+        return int(np.searchsorted(self.bounds, block, side="right") - 1)
+
+    def _row(self, block: int) -> tuple[str, str, str, str, str | None]:
+        """(block_id, title, text, source file, url or None) of a global block number (its shard read once, then
+        cached)."""
+        shard = self._shard(block)
         if shard not in self._rows:
             path, entry = self.shards[shard]
-            table = read_shard(self.corpus_url, path, entry, ["block_id", "title", "text"])
-            self._rows[shard] = list(
-                zip(*(table.column(c).to_pylist() for c in ("block_id", "title", "text")), strict=True)
-            )
+            columns = ["block_id", "title", "text", "source"]
+            table = read_shard(self.corpus_url, path, entry, columns, optional=("url",))
+            urls = table.column("url").to_pylist() if "url" in table.column_names else [None] * table.num_rows
+            self._rows[shard] = list(zip(*(table.column(c).to_pylist() for c in columns), urls, strict=True))
         return self._rows[shard][block - int(self.bounds[shard])]

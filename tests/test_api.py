@@ -97,6 +97,19 @@ def test_predict_ranks_by_evidence_or_by_npm_and_explains_its_scores(client, sto
     assert all("parts" not in answer for answer in plain["answers"])  # only when asked
 
 
+def test_a_question_is_asked_as_the_paper_asks_nq_and_the_answer_says_so(client):
+    from npmcore.inference import NPM, InferenceConfig
+
+    question = "Where did Australian firefighters battle bushfires?"
+    (result,) = client.post("/v1/predict", json={"queries": [question], "answers": 3}).json()["results"]
+    asked = "Where did Australian firefighters battle bushfires? The answer is [MASK]."
+    assert result["query"] == question and result["asked"] == {"how": "question", "query": asked}
+    expected = NPM(client.get("/v1/index").json()["index"]).predict([asked], InferenceConfig(answers=3))[0]
+    assert [a["text"] for a in result["answers"]] == [a.text for a in expected]
+    (plain,) = client.post("/v1/predict", json={"queries": [QUERY]}).json()["results"]
+    assert plain["asked"] == {"how": "mask", "query": QUERY}
+
+
 def test_every_answer_has_its_confidence_and_a_query_below_the_threshold_abstains_with_its_best_guess(client):
     served = client.get("/v1/index").json()["confidence"]
     assert served["calibrated"] and 0 < served["min_confidence"] < 1 and served["fitted_on"]["sets"]
@@ -129,7 +142,10 @@ def test_the_page_names_every_part_of_a_score():
 @pytest.mark.parametrize(
     ("body", "error"),
     [
-        ({"queries": ["No mask here."]}, "queries.0: a query needs exactly one [MASK], found 0"),
+        (
+            {"queries": ["No mask here."]},
+            'queries.0: a query needs exactly one [MASK], found 0, or is a question ("Who taught Aristotle?")',
+        ),
         ({"queries": ["[MASK] and [MASK]."]}, "queries.0: a query needs exactly one [MASK], found 2"),
         ({"queries": []}, "queries: List should have at least 1 item after validation, not 0"),
         ({"queries": [QUERY], "colour": "red"}, "colour: unknown field"),

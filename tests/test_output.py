@@ -11,6 +11,7 @@ from rich.table import Table
 from flows.evaluate import EvalRow
 from flows.output import Legible, counts_table, evaluation, number, rows_table, table
 from flows.pipeline import Answered, PipelineResult, ShownAnswer
+from npmcore.evidence import Citation
 from npmcore.storage import Manifest
 
 FACTORY = "OPQ48,PQ48np"
@@ -118,9 +119,28 @@ def demo_output() -> str:
         "institutions. These are often described as stateless societies."
     )
     start = passage.index("self-governed")
+    source = Citation(
+        "en.wikipedia.org", "en.wikipedia.org", None, "Anarchism", "https://en.wikipedia.org/wiki/Anarchism"
+    )
     answers = [
-        ShownAnswer(answer="self-governed", score=0.41, block_id="12#0", passage=passage, start=start, end=start + 13),
-        ShownAnswer(answer="stateless", score=0.2, block_id="12#0", passage=passage, start=0, end=9),
+        ShownAnswer(
+            answer="self-governed",
+            score=0.41,
+            block_id="en.wikipedia.org:12#0",
+            passage=passage,
+            start=start,
+            end=start + 13,
+            source=source,
+        ),
+        ShownAnswer(
+            answer="stateless",
+            score=0.2,
+            block_id="en.wikipedia.org:12#0",
+            passage=passage,
+            start=0,
+            end=9,
+            source=source,
+        ),
     ]
     result = PipelineResult(
         corpus=f"{store}/corpus/90f09899a83ed471",
@@ -144,6 +164,8 @@ def test_the_demo_story_names_what_was_built_the_answer_its_evidence_and_what_to
     assert "398 documents, 3,015 blocks, 689,972 tokens" in text
     assert "npm-store/corpus/90f09899a83ed471" in text and "npm-store/index/5b7c0d9e1f2a3b4c" in text
     assert "self-governed (0.41)" in text and "stateless (0.20)" in text
+    # the answer names where it comes from: the article, its wiki and its address
+    assert "from Anarchism · en.wikipedia.org:" in text and "    https://en.wikipedia.org/wiki/Anarchism\n" in text
     # the evidence is the sentence that holds the answer, not the passage's first sentence
     sentence = " ".join(text.split("self-governed (0.41)")[1].split())
     assert "advocates «self-governed» societies based on voluntary institutions." in sentence

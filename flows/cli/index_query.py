@@ -19,7 +19,7 @@ from flows.cli.common import (
     console,
     show,
 )
-from flows.output import Indented, counts_table, highlight, score_parts
+from flows.output import Indented, cited, counts_table, highlight, score_parts
 from flows.params import absolute_store
 from npmcore.storage import open_snapshot
 
@@ -133,7 +133,11 @@ def index_command(
 @command
 def query_command(
     queries: Annotated[
-        list[str], typer.Argument(help='Queries with one [MASK] each, e.g. "Thessaloniki is a city in [MASK]."')
+        list[str],
+        typer.Argument(
+            help='Queries with one [MASK] each, e.g. "Thessaloniki is a city in [MASK].", or questions, e.g. "Who '
+            'taught Aristotle?" (asked as "Who taught Aristotle? The answer is [MASK].", as the paper asks NQ).'
+        ),
     ],
     index_url: Annotated[str, typer.Option("--index", help="Index snapshot URL (from npmcore index).")],
     model: Annotated[
@@ -185,9 +189,11 @@ def query_command(
         ),
     ] = False,
 ) -> None:
-    """Fill the [MASK] of each query with phrases retrieved from the index, with their evidence."""
+    """Fill the [MASK] of each query, or answer each question, with phrases retrieved from the index, with their
+    evidence and where it comes from (source, dump date, article and its address)."""
     from dataclasses import asdict
 
+    from npmcore.asking import ask
     from npmcore.confidence import abstention
     from npmcore.indexer import store_root
     from npmcore.inference import NPM, SCORINGS, InferenceConfig
@@ -206,9 +212,10 @@ def query_command(
         exclude_query_words=exclude_query_words,
         scoring=scoring,
     )
+    asked = [ask(q) for q in queries]
     index_url = absolute_store(index_url)
     npm = NPM(index_url, encoder=resolve_encoder(model, store_root(index_url)))
-    results = (npm.predict_tokens if single else npm.predict)(queries, config)
+    results = (npm.predict_tokens if single else npm.predict)([a.query for a in asked], config)
     rows = [[(a, [npm.evidence.span(e) for e in a.evidence]) for a in found] for found in results]
     withheld = [abstention(npm.calibrator, found, min_confidence) for found in results]
     if json_out:
@@ -219,17 +226,20 @@ def query_command(
                     "score": a.score,
                     "confidence": a.confidence,
                     "abstained": abstained["abstained"],
+                    "asked": {"how": how.how, "query": how.query},
                     "evidence": [asdict(s) for s in spans],
                     **({"parts": a.parts} if explain else {}),
                 }
                 for a, spans in found
             ]
-            for found, abstained in zip(rows, withheld, strict=True)
+            for found, abstained, how in zip(rows, withheld, asked, strict=True)
         ]
         print(json.dumps(out if len(out) > 1 else out[0], ensure_ascii=False))
         return
-    for text, found, abstained in zip(queries, rows, withheld, strict=True):
-        console.print(f"[bold]{escape(text)}[/]")
+    for how, found, abstained in zip(asked, rows, withheld, strict=True):
+        console.print(f"[bold]{escape(how.text)}[/]")
+        if how.how == "question":
+            console.print(f"  [dim]asked as: {escape(how.query)}[/]")
         if abstained["abstained"]:
             best = f" (best guess: confidence {found[0][0].confidence:.2f} < {abstained['min_confidence']:.2f})"
             console.print("  [bold yellow]not in this corpus[/]" + (best if found else ": nothing found"))
@@ -240,7 +250,5 @@ def query_command(
             if explain and answer.parts is not None:
                 console.print(Indented(score_parts(answer.parts), 5), highlight=False)
             for span in spans:  # wrapped lines keep the indentation
-                evidence = f"[dim]{span.block_id}[/] [italic]{escape(span.title)}[/]: " + highlight(
-                    span.text, span.start, span.end
-                )
-                console.print(Indented(evidence, 5), highlight=False)
+                console.print(Indented(f"[italic]{escape(cited(span.source))}[/]", 5), highlight=False)
+                console.print(Indented(highlight(span.text, span.start, span.end), 7), highlight=False)
