@@ -16,11 +16,11 @@ from npmcore.evaluation.translation import (
     DIRECTION_MARKS,
     LANGUAGES,
     QUALIFIERS,
+    TranslationFact,
     entries,
     opening,
     read_articles,
     split_facts,
-    split_of,
     subject_of,
     translation_facts,
 )
@@ -127,8 +127,7 @@ def test_split_is_seeded_deterministic_and_by_article(articles):
     assert sorted([*split["dev"], *split["test"]], key=facts.index) == facts
     dev, test = ({f.page_id for f in split[s]} for s in ("dev", "test"))
     assert dev and test and not dev & test
-    pages = {page_id for page_id, _, _ in articles}
-    assert 0.1 < sum(split_of(p) == "dev" for p in pages) / len(pages) < 0.3  # one in five
+    assert len(split["dev"]) == len(facts) // 2  # half and half: the small articles fill dev to exactly half
 
 
 # Openings of the 2015 dump's articles, as the extractor wrote them (some shortened after their subject part).
@@ -273,12 +272,15 @@ def test_the_written_sets_are_well_formed_and_split_by_article():
         s: [json.loads(line) for line in (DATA / f"entity-translation-{s}.jsonl").open(encoding="utf-8")]
         for s in ("dev", "test")
     }
-    assert len(sets["dev"]) >= 100 and len(sets["test"]) >= 4 * 100
-    for split, facts in sets.items():
+    every = sorted((TranslationFact(**f) for facts in sets.values() for f in facts), key=lambda f: f.id)
+    again = split_facts(every)
+    assert {s: sorted(f.id for f in again[s]) for s in again} == {s: sorted(f["id"] for f in sets[s]) for s in sets}
+    assert len(sets["dev"]) == len(sets["test"]) >= 400  # half and half
+    for facts in sets.values():
         for f in facts:
             assert set(f) == {"id", "query", "answers", "language", "title", "page_id", "evidence"}
             (answer,) = f["answers"]
-            assert split_of(f["page_id"]) == split and f["language"] in LANGUAGES
+            assert f["language"] in LANGUAGES
             assert answer in f["evidence"].translate(UNMARK) and not regex.search(r"\p{Latin}", answer)
             assert f["query"] == f"The {f['language']} translation of {subject_of(f['title'])} is: {MASK}."
     assert not {f["page_id"] for f in sets["dev"]} & {f["page_id"] for f in sets["test"]}
