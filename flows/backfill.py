@@ -171,7 +171,7 @@ def backfill_dump(params: BackfillParams) -> BackfillResult:
                 precision=params.precision,
                 cluster=cluster,
             )
-            index = index_corpus(index_params, previous if vectors else None)
+            index = index_corpus(index_params, previous)
     built = open_index(index)
     datastore = open_datastore(built.datastore).manifest if built.vectors else None
     with tracking(uri, params.experiment), mlflow.start_run(run_name=f"backfill {params.dump_date}"):

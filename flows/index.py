@@ -97,7 +97,8 @@ def index_corpus(params: IndexParams | None = None, previous: str | None = None,
 
     ``previous``: an index of an earlier corpus snapshot made with the same encoder; blocks
     whose content is unchanged copy their vectors from its datastore and its trained FAISS
-    index is reused (incremental backfill). ``progress``: show progress bars (a terminal); else
+    index is reused, and where the new corpus extends its corpus (a source added), its BM25 index
+    is extended (incremental backfill). ``progress``: show progress bars (a terminal); else
     long stages log their progress. Each stage's seconds, and for a new index the plan's
     estimate of them, go to the log and to the active MLflow run (``seconds.*``, ``plan_seconds.*``),
     and so does the precision the corpus is embedded in (param ``precision``; ``auto`` resolved here).
@@ -110,7 +111,7 @@ def index_corpus(params: IndexParams | None = None, previous: str | None = None,
             raise ValueError(f"index {previous} holds vectors: a backfill of it builds vectors too")
         seconds: dict[str, float] = {}
         with timed(seconds, "bm25"):
-            url = build_bm25_index_task(corpus, encoder)
+            url = build_bm25_index_task(corpus, encoder, previous)
         get_run_logger().info("index stages: bm25 %.1f s (BM25 alone, no vectors)", seconds["bm25"])
         if mlflow.active_run() is not None:
             mlflow.log_metrics({"seconds.bm25": seconds["bm25"]})

@@ -51,11 +51,12 @@ def _anserini():
     return autoclass
 
 
-def index_passages(docs: Iterable[tuple[str, str]], index_dir: str, threads: int = 1) -> int:
-    """Write a Lucene index of (block id, text) pairs to the local folder ``index_dir``; returns the count."""
+def index_passages(docs: Iterable[tuple[str, str]], index_dir: str, threads: int = 1, append: bool = False) -> int:
+    """Write a Lucene index of (block id, text) pairs to the local folder ``index_dir`` (``append``: add them to
+    the index there); returns the count written."""
     autoclass = _anserini()
     document = autoclass("io.anserini.collection.JsonCollection$Document")
-    indexer = autoclass("io.anserini.index.SimpleIndexer")(index_dir, False, threads)
+    indexer = autoclass("io.anserini.index.SimpleIndexer")(index_dir, append, threads)
     count = 0
     try:
         docs = iter(docs)

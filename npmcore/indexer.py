@@ -416,13 +416,35 @@ def token_arrays(datastore: str, vocab_size: int) -> dict[str, np.ndarray]:
 # --- 2. BM25 ------------------------------------------------------------------------------
 
 
-def passages(corpus: str):
-    """(global block number, passage text) of every block, in global order (the BM25 documents)."""
-    number = 0
-    for table in read_blocks(corpus, columns=["title", "text"]):
+def passages(corpus: str, first_shard: int = 0, first_block: int = 0):
+    """(global block number, passage text) of every block, in global order (the BM25 documents); from the shard
+    ``first_shard`` on, whose first block is ``first_block``."""
+    number = first_block
+    for path, entry in open_corpus(corpus).shards[first_shard:]:
+        table = read_shard(corpus, path, entry, ["title", "text"])
         for title, text in zip(table.column("title").to_pylist(), table.column("text").to_pylist(), strict=True):
             yield str(number), encoder_input(title, text)
             number += 1
+
+
+def write_bm25(corpus: str, folder: Path, previous: str | None = None) -> int:
+    """The Lucene index of a corpus's blocks in the local ``folder``; returns the blocks it indexed. When the corpus
+    of the index ``previous`` is a prefix of ``corpus`` (its shards the first ones, as they were: a source added
+    beside the others), its Lucene index is copied and only the blocks after them are added (the same search
+    results as a full build: the same documents, statistics and ids)."""
+    shards = open_corpus(corpus).shards
+    before = open_index(previous) if previous else None
+    prefix = open_corpus(before.corpus).shards if before is not None and before.manifest.config["bm25"] else None
+    if not prefix or shards[: len(prefix)] != prefix:
+        return bm25.index_passages(passages(corpus), str(folder))
+    source = local_folder(before.url)
+    folder.mkdir(parents=True, exist_ok=True)
+    for relpath in sorted(p for p in before.manifest.files if p.startswith("bm25/")):
+        shutil.copyfile(source / relpath, folder / relpath.removeprefix("bm25/"))
+    first = sum(before.manifest.config["shard_blocks"])
+    added = bm25.index_passages(passages(corpus, len(prefix), first), str(folder), append=True)
+    log.info("BM25: %d blocks added to the %d of index %s", added, first, before.url)
+    return added
 
 
 def build_bm25_files(plan: IndexPlan) -> dict[str, FileEntry]:
@@ -437,7 +459,7 @@ def build_bm25_files(plan: IndexPlan) -> dict[str, FileEntry]:
     with tempfile.TemporaryDirectory(prefix="npm-bm25-") as tmp:
         workdir = Path(tmp)
         started = time.perf_counter()
-        count = bm25.index_passages(passages(open_datastore(plan.datastore).corpus), str(workdir / "bm25"))
+        count = write_bm25(open_datastore(plan.datastore).corpus, workdir / "bm25", plan.trained)
         log.info("BM25 index of %d blocks in %.0f s", count, _since(started))
         entries = _upload(plan, workdir, sorted(p for p in (workdir / "bm25").iterdir() if p.is_file()))
     return _finish(plan, "bm25", entries)
@@ -484,11 +506,12 @@ def bm25_index_id(corpus: str, encoder: str | None) -> str:
     return snapshot_id(INDEX, [{"corpus": open_corpus(corpus).manifest.id}], config)
 
 
-def build_bm25_index(corpus: str, encoder: str | None = None) -> str:
+def build_bm25_index(corpus: str, encoder: str | None = None, previous: str | None = None) -> str:
     """Build (or reuse) the index snapshot of a corpus that holds BM25 alone: the blocks' Lucene
     index and their token arrays, no vectors (see the module's docstring). ``encoder``: the
     encoder its queries use by default (None: the shipped one); its tokenizer must be the
-    corpus's. Returns the URL."""
+    corpus's. ``previous``: an index whose Lucene index is extended where its corpus is a prefix of this one
+    (:func:`write_bm25`). Returns the URL."""
     from npmcore.encoder import encoder_config, load_tokenizer, tokenizer_fingerprint
 
     snapshot = open_corpus(corpus)
@@ -509,7 +532,7 @@ def build_bm25_index(corpus: str, encoder: str | None = None) -> str:
         arrays, shard_blocks = corpus_token_arrays(corpus, tokenizer)
         for key, array in arrays.items():
             np.save(workdir / f"{key}.npy", array)
-        count = bm25.index_passages(passages(corpus), str(workdir / "bm25"))
+        count = write_bm25(corpus, workdir / "bm25", previous)
         log.info("BM25 index of %d blocks (no vectors) in %.0f s", count, _since(started))
         for path in sorted(p for p in workdir.rglob("*") if p.is_file()):
             relpath = str(path.relative_to(workdir))

@@ -51,6 +51,7 @@ from npmcore.encoder import (
 )
 from npmcore.evidence import Evidence, EvidenceReader
 from npmcore.faiss_index import read_index, reconstruct, rescore, search, set_search_params, to_gpu
+from npmcore.passage_vectors import PASSAGES, passage_key
 from npmcore.phrases import (
     Corpus,
     Phrases,
@@ -166,10 +167,11 @@ class NPM:
         # passages (the index's vectors, or those encoded per query) come from the passage encoder: a query
         # encoder's own (npmcore.query_encoder), else the encoder itself
         self.passage_side = passage_side(self.encoder_source)
-        self.passage_model = self.model
+        self.passage_model, self.passage_fingerprint = self.model, self.fingerprint
         if self.passage_side is not None:
             _, self.passage_model = cached_encoder(passage_source(self.passage_side))
-            check_passage_weights(self.encoder_source, self.passage_side, encoder_fingerprint(self.passage_model))
+            self.passage_fingerprint = encoder_fingerprint(self.passage_model)
+            check_passage_weights(self.encoder_source, self.passage_side, self.passage_fingerprint)
             check_index(self.encoder_source, self.passage_side, index_url, self.index_snapshot.encoder_fingerprint)
         self.precision = resolve_precision(precision, self.model, self.tokenizer)
         log.info("queries are encoded in %s (the index's vectors: %s)", self.precision, self.index_snapshot.precision)
@@ -440,18 +442,26 @@ class NPM:
         holds this encoder's vectors and can be read, else encoded now."""
         if self._stored is not None:
             return [self._stored.rows(int(self.corpus.offsets[b]), int(self.corpus.offsets[b + 1])) for b in blocks]
+        keys = [passage_key(self.passage_fingerprint, self.precision, self.corpus.block_tokens(b)) for b in blocks]
+        found = [PASSAGES.get(key) for key in keys]  # encoded before, by any NPM of this process
+        missing = [n for n, vectors in enumerate(found) if vectors is None]
         before, after = self._frame
         framed = self.tokenizer(self.tokenizer.mask_token)["input_ids"]  # the special tokens around a text
         sequences = [
-            framed[:before] + self.corpus.block_tokens(b).astype(np.int64).tolist() + framed[len(framed) - after :]
-            for b in blocks
+            framed[:before]
+            + self.corpus.block_tokens(blocks[n]).astype(np.int64).tolist()
+            + framed[len(framed) - after :]
+            for n in missing
         ]
-        return [
-            h[before : len(h) - after]
-            for h in encode(
-                self.passage_model, self.tokenizer, sequences, forward=fast_forward(self.passage_model, self.precision)
-            )
-        ]
+        if not sequences:
+            return found
+        forward = fast_forward(self.passage_model, self.precision)
+        for n, hidden in zip(
+            missing, encode(self.passage_model, self.tokenizer, sequences, forward=forward), strict=True
+        ):
+            found[n] = hidden[before : len(hidden) - after]
+            PASSAGES.put(keys[n], found[n])
+        return found
 
     def top_answers(self, query: str, phrases: Phrases, config: InferenceConfig = InferenceConfig()) -> list[Answer]:
         """The best ``config.answers`` phrases of a query (:meth:`phrases`) as answers, each with its

@@ -80,6 +80,7 @@ def commit_index_task(datastore: str, config: IndexConfig, trained: str | None, 
     retry_condition_fn=is_transient,
     timeout_seconds=12 * HOUR,
 )
-def build_bm25_index_task(corpus: str, encoder: str | None) -> str:
-    """The index snapshot of BM25 alone of a corpus (no vectors); returns its URL (an existing one as it is)."""
-    return build_bm25_index(corpus, encoder)
+def build_bm25_index_task(corpus: str, encoder: str | None, previous: str | None = None) -> str:
+    """The index snapshot of BM25 alone of a corpus (no vectors); returns its URL (an existing one as it is).
+    ``previous``: an index whose corpus this one extends (its Lucene index extended, not built again)."""
+    return build_bm25_index(corpus, encoder, previous)

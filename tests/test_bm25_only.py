@@ -47,6 +47,29 @@ def test_answers_as_the_index_with_vectors_when_both_encode_their_passages(news_
         assert [a.evidence[0].block for a in mine] == [a.evidence[0].block for a in theirs]
 
 
+def test_a_passage_is_encoded_once_per_process_and_read_back_as_it_was_encoded(news_store, bm25_index, monkeypatch):
+    """Two indexes of the same corpus share their passages' vectors (the process's cache): the second encodes
+    none, and every vector is the one an uncached encode gives."""
+    from npmcore import inference
+    from npmcore.passage_vectors import PassageVectors
+
+    monkeypatch.setattr(inference, "PASSAGES", PassageVectors())
+    alone, full = NPM(bm25_index), NPM(news_store.index)
+    full._stored = None  # it encodes its passages too
+    blocks = sorted({b for query in QUERIES for b in alone.bm25_blocks(query, 3)})
+    first = alone.block_vectors(blocks)
+    assert len(inference.PASSAGES) == len(blocks)
+    encoded = []
+    monkeypatch.setattr(inference, "encode", lambda *args, **kwargs: encoded.append(args) or [])
+    again = full.block_vectors(blocks)  # no passage encoded: all found
+    assert encoded == [] and all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
+    monkeypatch.undo()
+    reference = NPM(bm25_index)
+    monkeypatch.setattr(inference, "PASSAGES", PassageVectors(budget=0))  # nothing kept: encoded now
+    for mine, theirs in zip(first, reference.block_vectors(blocks), strict=True):
+        np.testing.assert_allclose(mine, theirs, atol=1e-5)
+
+
 def test_knn_search_is_refused_with_what_to_build(bm25_index):
     npm = NPM(bm25_index)
     with pytest.raises(ValueError, match="holds BM25 alone.*npmcore index without --bm25-only"):

@@ -78,10 +78,18 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     result = runner.invoke(app, ["query", "--index", url, "--json", QUERIES[0]])
     assert result.exit_code == 0, result.output
     answers = json.loads(result.output.strip().splitlines()[-1])
-    assert len(answers) == 5 and set(answers[0]) == {"answer", "score", "confidence", "abstained", "evidence"}
+    assert len(answers) == 5 and set(answers[0]) == {"answer", "score", "confidence", "abstained", "asked", "evidence"}
     assert all(0 <= a["confidence"] <= 1 for a in answers)  # each answer's own probability, not a ranking
+    assert answers[0]["asked"] == {"how": "mask", "query": QUERIES[0]}
     evidence = answers[0]["evidence"][0]
-    assert set(evidence) == {"block_id", "title", "text", "start", "end", "score"}
+    assert set(evidence) == {"block_id", "title", "text", "start", "end", "score", "source"}
+    assert evidence["source"] == {  # the news file's own article: no wiki, no address
+        "source": "news",
+        "wiki": None,
+        "dump_date": None,
+        "title": evidence["title"],
+        "url": None,
+    }
     assert evidence["text"][evidence["start"] : evidence["end"]] == answers[0]["answer"]
     shown = runner.invoke(app, ["query", "--index", url, QUERIES[0]])
     assert shown.exit_code == 0 and answers[0]["answer"] in shown.output
@@ -91,7 +99,12 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     out_of_range = runner.invoke(app, ["query", "--index", url, "--min-confidence", "2", QUERIES[0]])
     assert out_of_range.exit_code == 2 and "--min-confidence" in out_of_range.output
     bad = runner.invoke(app, ["query", "--index", url, "no mask here"])
-    assert bad.exit_code == 2 and "exactly one [MASK]" in bad.output
+    assert bad.exit_code == 2 and "exactly one [MASK], found 0, or is a question" in " ".join(bad.output.split())
+    question = runner.invoke(app, ["query", "--index", url, "Where did firefighters battle bushfires?"])
+    assert question.exit_code == 0, question.output
+    assert "asked as: Where did firefighters battle bushfires? The answer is [MASK]." in " ".join(
+        question.output.split()
+    )
 
 
 def test_cli_index_refuses_a_memory_budget_too_small_before_embedding(news_store, prefect_server, tmp_path):

@@ -15,7 +15,9 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from npmcore.api import Settings, create_app
+from npmcore.bm25 import BM25Searcher
 from npmcore.evaluation.dumps import dump_file_text
+from npmcore.indexer import write_bm25
 from npmcore.inference import NPM, InferenceConfig
 from npmcore.snapshots import open_corpus, open_index, read_blocks
 from npmcore.sources import checksum
@@ -127,6 +129,15 @@ def test_a_second_wiki_is_added_while_the_service_answers_and_a_backfill_of_one_
     assert simple.sha256 == checksum([{"sha256": sha256_file(str(wikis["simple"])).sha256}])
     assert en == first.sources[0] and {p: both.manifest.files[p] for p in en.shards} == first.manifest.files
     assert both.manifest.counts["docs"] == en.docs + simple.docs == 6
+
+    # BM25 of the added source alone, beside the index it extends: the searches of a full build
+    extended, full = tmp_path / "extended", tmp_path / "full"
+    assert write_bm25(both.url, extended, english) == simple.blocks  # only Simple English's blocks indexed
+    assert write_bm25(both.url, full) == en.blocks + simple.blocks
+    searchers = BM25Searcher(str(extended)), BM25Searcher(str(full))
+    for query in [SIMPLE_QUERY, ENGLISH_QUERY, *ENGLISH.values(), *SIMPLE.values(), "the year 2021"]:
+        mine, reference = ([(h.block_id, round(h.score, 4)) for h in s.search(query, 10)] for s in searchers)
+        assert mine == reference, query
 
     # a new English dump replaces English Wikipedia's pages only: Simple English's and its answers stay as they were
     backfilled = invoke("backfill", str(wikis["en-v2"]), "--date", "2021-01", "--previous", combined, "--store", store)
