@@ -2,16 +2,24 @@
 
 Usage: python bench/paper_table.py [--store DIR] [--split test|dev] [--limit 1000] [--passages 10]
                                    [--baseline-limit 1000] [--no-baselines] [--no-adapted] [--model ENCODER]
-                                   [--dumps DIR]
+                                   [--dumps DIR] [--simplewiki DIR]
 
 Through the users' path, on the two dated dumps of the same 15k articles (``shared/data/enwiki_dated``,
-unpacked once into the cache, or ``--dumps DIR`` holding ``2015-05/`` and ``2020-09/``):
+unpacked once into the cache, or ``--dumps DIR`` holding ``2015-05/`` and ``2020-09/``) and Simple English
+Wikipedia of December 2021 (``shared/data/simplewiki``, or ``--simplewiki DIR``):
 
 1. the May 2015 dump is ingested and indexed as BM25 alone (``npmcore ingest``, ``npmcore index --bm25-only``);
-   the temporal facts and entity translation are evaluated against it;
 2. the September 2020 dump is backfilled into the same store (``npmcore backfill --previous`` the 2015 index:
-   its index is BM25 alone too); the temporal facts again, then T-REx, Google-RE, KAMEL, NQ and TriviaQA;
-3. the **adapted** row (``--no-adapted`` leaves it out): a query encoder (``npmcore train --side query``) trained
+   its index is BM25 alone too);
+3. Simple English Wikipedia is backfilled beside it (``npmcore backfill --previous`` the 2020 index: a source of
+   another wiki, added; the 2020 pages are kept as they are): the **combined** datastore, BM25 over both;
+4. one MLflow parent run (experiment ``npm-paper-table``) holds every evaluation as a nested run named
+   ``{datastore}/{task}/{system}/tau=1``: against 2015, the temporal facts and entity translation; against
+   2020, the temporal facts again, then T-REx, Google-RE, KAMEL, NQ and TriviaQA; against the combined
+   datastore, the same five knowledge tasks; the parent's metrics are the table (every number of the JSON line
+   below, flattened: ``combined.trex``, ``ceilings.trex``, ``calibration.trex.ece``, …), its params the encoder,
+   the split and the datastores;
+5. the **adapted** row (``--no-adapted`` leaves it out): a query encoder (``npmcore train --side query``) trained
    against the 2020 index on a query log, the KAMEL dev facts of half of KAMEL's relations
    (:mod:`npmcore.evaluation.adapted`: :data:`ADAPTED_QUERIES` of them sampled, :data:`ADAPTED_STEPS` steps),
    measured on the split's facts of the *other* half (as a cloze task: ``kamel_heldout``, and the answering
@@ -30,7 +38,7 @@ The passages were chosen on the same dev facts (300 a task, the shipped encoder)
 0.180 with 10, 0.167 with 20; KAMEL 0.007, 0.013, 0.010; Google-RE 0.007 with 3 and 10; entity translation
 (170 facts, 2015 dump) 0.341 with 3, 0.294 with 10: its answers are names in an article's opening sentence,
 which the top passages hold, and more passages only add rival names.
-``--split dev`` evaluates the dev data (NQ and TriviaQA have none). ``--model`` answers with another encoder
+``--split dev`` evaluates the dev data. ``--model`` answers with another encoder
 than the shipped one (a query encoder with the passage encoder it names); ``--no-baselines`` leaves the
 baselines out (comparing encoders on dev). The last line is one JSON object, also written to
 ``<store>/paper_table.json``::
@@ -41,14 +49,18 @@ baselines out (comparing encoders on dev). The last line is one JSON object, als
      "ceilings": {task: share}, "query_copy_rates": {task: share},
      "calibration": {task: {"ece", "aurc", "accuracy_at_coverage": {"0.1", "0.25", "0.5", "1.0"}, "n"}},
      "baselines": {"mlm-head": {task: score}, "mlm-read": {…}},
-     "corpus_tokens": {"2015-05", "2020-09"}, "indexes": {"2015-05", "2020-09"},
+     "combined": {"trex", "google_re", "kamel", "nq", "triviaqa", "ceilings": {task: share},
+                  "calibration": {task: {…}}, "query_copy_rates": {task: share}, "n": {task: n}},
+     "corpus_tokens": {datastore: tokens}, "indexes": {"2015-05", "2020-09", "2020-09+simplewiki-2021-12"},
      "passages": {"knowledge", "temporal", "entity_translation"}, "split", "n", "model",
      "adapted": {"kamel_heldout", "kamel_heldout_zero_shot", "triviaqa", "nq", "trained_on", "encoder"},
      "seconds"}
 
-``calibration``: how well each answer's confidence (``npmcore.confidence``, the encoder's calibrator; null without
-one) says when it is right, per task (temporal: against the 2020 dump): expected calibration error, area under the
-risk-coverage curve, accuracy of the most confident 10%, 25%, 50% and all answers.
+The top-level knowledge scores, ``ceilings`` and ``calibration`` are the 2020 dump's; ``combined`` holds the same
+against the 2020 dump and Simple English Wikipedia together. ``calibration``: how well each answer's confidence
+(``npmcore.confidence``, the encoder's calibrator; null without one) says when it is right, per task (temporal:
+against the 2020 dump): expected calibration error, area under the risk-coverage curve, accuracy of the most
+confident 10%, 25%, 50% and all answers.
 ``entity_translation`` is the average over the languages with at least 30 facts of their exact match (the
 paper averages its languages); ``entity_translation_languages`` has every language's, with its count.
 """
@@ -63,6 +75,7 @@ from npmcore.runtime import configure_environment
 configure_environment()
 
 import fsspec  # noqa: E402
+import mlflow  # noqa: E402
 
 from flows.backfill import BackfillParams, backfill_dump  # noqa: E402
 from flows.evaluate import EvalParams, EvalRow, evaluate  # noqa: E402
@@ -73,11 +86,10 @@ from flows.prefect_api import prefect_api  # noqa: E402
 from flows.train import QueryTrainParams, train_query_encoder  # noqa: E402
 from npmcore.evaluation.adapted import kamel_facts, kamel_halves, write_query_log  # noqa: E402
 from npmcore.evaluation.baselines import BASELINES  # noqa: E402
-from npmcore.evaluation.dumps import dated_dump  # noqa: E402
-from npmcore.evaluation.tasks import DEV_SPLITS  # noqa: E402
+from npmcore.evaluation.dumps import DUMP_DATES, SIMPLE, dated_dump, simple_wikipedia  # noqa: E402
 from npmcore.snapshots import open_index  # noqa: E402
 from npmcore.storage import cache_dir, join  # noqa: E402
-from npmcore.tracking import resolve_encoder  # noqa: E402
+from npmcore.tracking import resolve_encoder, tracking, tracking_uri  # noqa: E402
 
 KNOWLEDGE = ("trex", "google_re", "kamel", "nq", "triviaqa")
 QUERY_WORDS_ALLOWED = ("trex", "google_re", "kamel")  # chosen on their dev facts (module docstring)
@@ -86,6 +98,8 @@ NAMES_PASSAGES = 3  # of the temporal facts and entity translation, answered fro
 MIN_LANGUAGE_FACTS = 30  # the languages averaged for entity translation
 ADAPTED_QUERIES = 6000  # the adapted row's query log: a seeded sample of the KAMEL dev facts of half the relations
 ADAPTED_STEPS = 400  # of 16 queries
+EXPERIMENT = "npm-paper-table"
+COMBINED = f"2020-09+{SIMPLE}"  # the datastore of the 2020 dump and Simple English Wikipedia
 
 
 def rows_by(rows: list[EvalRow]) -> dict[tuple[str, str], EvalRow]:
@@ -102,6 +116,34 @@ def translation_scores(row: EvalRow) -> tuple[float | None, dict[str, dict]]:
     return (sum(kept) / len(kept) if kept else None), languages
 
 
+def key_of(name: str) -> str:
+    """A datastore's name as an MLflow key may write it (no "+": the combined datastore is ``combined``)."""
+    return "combined" if name == COMBINED else name
+
+
+def flat(table: dict, prefix: str = "") -> dict[str, float]:
+    """The numbers of the table as MLflow metrics: nested keys joined by dots (``combined.ceilings.trex``)."""
+    out = {}
+    for key, value in table.items():
+        name = f"{prefix}{key_of(key)}"
+        if isinstance(value, dict):
+            out |= flat(value, f"{name}.")
+        elif isinstance(value, int | float) and not isinstance(value, bool):
+            out[name] = value
+    return out
+
+
+def knowledge_table(rows: dict[tuple[str, str], EvalRow], tasks: list[str]) -> dict:
+    """The five knowledge tasks against one datastore: their scores, ceilings, calibration and copy rates."""
+    return {
+        **{t: (rows[(t, "npm")].score if t in tasks else None) for t in KNOWLEDGE},
+        "ceilings": {t: rows[(t, "npm")].breakdown.get("ceiling") for t in tasks},
+        "calibration": {t: rows[(t, "npm")].calibration for t in tasks},
+        "query_copy_rates": {t: rows[(t, "npm")].query_copy_rate for t in tasks},
+        "n": {t: rows[(t, "npm")].n for t in tasks},
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--store", default="paper-store", help="store of the corpora, indexes and MLflow runs")
@@ -114,6 +156,7 @@ def main() -> None:
         "--passages", type=int, default=KNOWLEDGE_PASSAGES, help="top BM25 passages searched per knowledge query"
     )
     parser.add_argument("--dumps", type=Path, default=None, help="folder holding 2015-05/ and 2020-09/")
+    parser.add_argument("--simplewiki", type=Path, default=None, help="Simple English Wikipedia's folder (AA/ AB/)")
     parser.add_argument("--model", default=None, help="the encoder that answers (default: the shipped one)")
     parser.add_argument("--baselines", action=argparse.BooleanOptionalAction, default=True, help="mlm-head, mlm-read")
     parser.add_argument(
@@ -124,7 +167,8 @@ def main() -> None:
         args.store = str(Path(args.store).resolve())
     started = time.perf_counter()
     dumps = {name: (args.dumps / name if args.dumps else dated_dump(name)) for name in ("2015-05", "2020-09")}
-    knowledge = [t for t in KNOWLEDGE if args.split == "test" or t in DEV_SPLITS]
+    dumps[SIMPLE] = args.simplewiki or simple_wikipedia()
+    knowledge = list(KNOWLEDGE)
 
     def run(
         tasks: list[str],
@@ -132,6 +176,7 @@ def main() -> None:
         systems: list[str],
         limit: int,
         passages: int,
+        label: str,
         query_words: bool = False,
         model: str | None = args.model,
         data: Path | None = None,
@@ -149,9 +194,16 @@ def main() -> None:
             exclude_query_words=not query_words,
             model=model,
             data=None if data is None else str(data),
-            experiment="npm-paper-table",
+            experiment=EXPERIMENT,
+            label=label,
         )
         return rows_by(evaluate(params))
+
+    def knowledge_runs(index: str, label: str, systems: list[str], limit: int) -> dict[tuple[str, str], EvalRow]:
+        """The five knowledge tasks against ``index``: query words allowed where chosen on dev."""
+        allowed = [t for t in knowledge if t in QUERY_WORDS_ALLOWED]
+        rows = run([t for t in knowledge if t not in allowed], index, systems, limit, args.passages, label)
+        return rows | run(allowed, index, systems, limit, args.passages, label, query_words=True)
 
     def adapted_row(index: str) -> dict:
         """A query encoder trained on the KAMEL dev facts of half the relations (a query log) against ``index``,
@@ -169,13 +221,14 @@ def main() -> None:
             count=ADAPTED_QUERIES,
             steps=ADAPTED_STEPS,
             passages=args.passages,
-            experiment="npm-paper-table",
+            experiment=EXPERIMENT,
         )
         model = train_query_encoder(params)
         encoder = resolve_encoder(model, args.store)
-        mine = run(["cloze"], index, ["npm"], args.limit, args.passages, query_words=True, model=encoder, data=heldout)
-        theirs = run(["cloze"], index, ["npm"], args.limit, args.passages, query_words=True, data=heldout)
-        questions = run([t for t in ("triviaqa", "nq") if t in knowledge], index, ["npm"], args.limit, args.passages,
+        limit, passages = args.limit, args.passages
+        mine = run(["cloze"], index, ["npm"], limit, passages, "adapted", query_words=True, model=encoder, data=heldout)
+        theirs = run(["cloze"], index, ["npm"], limit, passages, "adapted-baseline", query_words=True, data=heldout)
+        questions = run(["triviaqa", "nq"] if args.split == "test" else [], index, ["npm"], limit, passages, "adapted",
                         model=encoder)  # fmt: skip
         return {
             "kamel_heldout": mine[("cloze", "npm")].score,
@@ -189,64 +242,93 @@ def main() -> None:
 
     with prefect_api():
         cluster = ClusterParams()
-        corpus = ingest_corpus(IngestParams(inputs=[str(dumps["2015-05"])], store=args.store, cluster=cluster))
-        old = index_corpus(IndexParams(store=args.store, corpus=corpus, vectors=False, cluster=cluster))
-        before = run(["temporal", "entity_translation"], old, ["npm"], args.limit, NAMES_PASSAGES)
+        first = IngestParams(
+            inputs=[str(dumps["2015-05"])], store=args.store, cluster=cluster, dump_date=DUMP_DATES["2015-05"]
+        )
+        old = index_corpus(IndexParams(store=args.store, corpus=ingest_corpus(first), vectors=False, cluster=cluster))
+        indexes = {"2015-05": old}
+        for name, previous in (("2020-09", "2015-05"), (SIMPLE, "2020-09")):
+            backfill = BackfillParams(
+                dump=[str(dumps[name])], dump_date=DUMP_DATES[name], store=args.store, previous=indexes[previous]
+            )
+            indexes[COMBINED if name == SIMPLE else name] = backfill_dump(backfill).index
+        new, both = indexes["2020-09"], indexes[COMBINED]
         baselines = list(BASELINES) if args.baselines else []
-        before |= run(["entity_translation"], old, baselines, args.baseline_limit, NAMES_PASSAGES)
-        new = backfill_dump(
-            BackfillParams(dump=[str(dumps["2020-09"])], dump_date="2020-09-01", store=args.store, previous=old)
-        ).index
-        allowed = [t for t in knowledge if t in QUERY_WORDS_ALLOWED]
-        after = run(["temporal"], new, ["npm"], args.limit, NAMES_PASSAGES)
-        after |= run([t for t in knowledge if t not in allowed], new, ["npm"], args.limit, args.passages)
-        after |= run(allowed, new, ["npm"], args.limit, args.passages, query_words=True)
-        after |= run(knowledge, new, baselines, args.baseline_limit, args.passages)
-        adapted = adapted_row(new) if args.adapted else None
+        with (
+            tracking(tracking_uri(args.store), EXPERIMENT),
+            mlflow.start_run(run_name=f"paper table: {args.split}, {args.model or 'the shipped encoder'}") as parent,
+        ):
+            mlflow.log_params(
+                {
+                    "model": args.model or "default",
+                    "split": args.split,
+                    "limit": args.limit,
+                    "passages": args.passages,
+                    "datastores": ", ".join(indexes),
+                    **{f"index.{key_of(name)}": url for name, url in indexes.items()},
+                    "baselines": ", ".join(baselines) or "none",
+                    "adapted": args.adapted,
+                }
+            )
+            before = run(["temporal", "entity_translation"], old, ["npm"], args.limit, NAMES_PASSAGES, "2015-05")
+            before |= run(["entity_translation"], old, baselines, args.baseline_limit, NAMES_PASSAGES, "2015-05")
+            after = run(["temporal"], new, ["npm"], args.limit, NAMES_PASSAGES, "2020-09")
+            after |= knowledge_runs(new, "2020-09", ["npm"], args.limit)
+            after |= knowledge_runs(new, "2020-09", baselines, args.baseline_limit)
+            combined = knowledge_runs(both, COMBINED, ["npm"], args.limit)
+            adapted = adapted_row(new) if args.adapted else None
 
-    temporal = {
-        f"{kind}_{when}": rows[("temporal", "npm")].breakdown[f"exact_match.{kind}"]
-        for when, rows in (("before", before), ("after", after))
-        for kind in ("changed", "unchanged")
-    } | {
-        f"stale_{when}": rows[("temporal", "npm")].breakdown["stale_rate"]
-        for when, rows in (("before", before), ("after", after))
-    }
-    average, languages = translation_scores(before[("entity_translation", "npm")])
-    ceilings = {t: after[(t, "npm")].breakdown.get("ceiling") for t in knowledge}
-    ceilings |= {"entity_translation": before[("entity_translation", "npm")].breakdown.get("ceiling")}
-    ceilings |= {
-        f"temporal_{k}": after[("temporal", "npm")].breakdown.get(f"ceiling.{k}") for k in ("changed", "unchanged")
-    }
-    table = {
-        **{t: (after[(t, "npm")].score if t in knowledge else None) for t in KNOWLEDGE},
-        "entity_translation": average,
-        "entity_translation_languages": languages,
-        "temporal": temporal,
-        "ceilings": ceilings,
-        "query_copy_rates": {t: after[(t, "npm")].query_copy_rate for t in knowledge},
-        "calibration": {t: after[(t, "npm")].calibration for t in knowledge}
-        | {"entity_translation": before[("entity_translation", "npm")].calibration}
-        | {"temporal": after[("temporal", "npm")].calibration},
-        "baselines": {
-            system: {t: after[(t, system)].score for t in knowledge}
-            | {"entity_translation": before[("entity_translation", system)].score}
-            for system in baselines
-        },
-        "model": args.model or "default",
-        "adapted": adapted,
-        "n": {t: after[(t, "npm")].n for t in knowledge}
-        | {"entity_translation": before[("entity_translation", "npm")].n}
-        | {"temporal": after[("temporal", "npm")].n},
-        "corpus_tokens": {
-            "2015-05": open_index(old).manifest.counts["tokens"],
-            "2020-09": open_index(new).manifest.counts["tokens"],
-        },
-        "indexes": {"2015-05": old, "2020-09": new},
-        "passages": {"knowledge": args.passages, "temporal": NAMES_PASSAGES, "entity_translation": NAMES_PASSAGES},
-        "split": args.split,
-        "seconds": round(time.perf_counter() - started, 1),
-    }
+            temporal = {
+                f"{kind}_{when}": rows[("temporal", "npm")].breakdown[f"exact_match.{kind}"]
+                for when, rows in (("before", before), ("after", after))
+                for kind in ("changed", "unchanged")
+            } | {
+                f"stale_{when}": rows[("temporal", "npm")].breakdown["stale_rate"]
+                for when, rows in (("before", before), ("after", after))
+            }
+            average, languages = translation_scores(before[("entity_translation", "npm")])
+            zero_shot = knowledge_table(after, knowledge)
+            ceilings = zero_shot["ceilings"] | {
+                "entity_translation": before[("entity_translation", "npm")].breakdown.get("ceiling")
+            }
+            ceilings |= {
+                f"temporal_{k}": after[("temporal", "npm")].breakdown.get(f"ceiling.{k}")
+                for k in ("changed", "unchanged")
+            }
+            table = {
+                **{t: zero_shot[t] for t in KNOWLEDGE},
+                "entity_translation": average,
+                "entity_translation_languages": languages,
+                "temporal": temporal,
+                "ceilings": ceilings,
+                "query_copy_rates": zero_shot["query_copy_rates"],
+                "calibration": zero_shot["calibration"]
+                | {"entity_translation": before[("entity_translation", "npm")].calibration}
+                | {"temporal": after[("temporal", "npm")].calibration},
+                "baselines": {
+                    system: {t: after[(t, system)].score for t in knowledge}
+                    | {"entity_translation": before[("entity_translation", system)].score}
+                    for system in baselines
+                },
+                "combined": knowledge_table(combined, knowledge),
+                "model": args.model or "default",
+                "adapted": adapted,
+                "n": zero_shot["n"]
+                | {"entity_translation": before[("entity_translation", "npm")].n}
+                | {"temporal": after[("temporal", "npm")].n},
+                "corpus_tokens": {name: open_index(url).manifest.counts["tokens"] for name, url in indexes.items()},
+                "indexes": indexes,
+                "passages": {
+                    "knowledge": args.passages,
+                    "temporal": NAMES_PASSAGES,
+                    "entity_translation": NAMES_PASSAGES,
+                },
+                "split": args.split,
+                "seconds": round(time.perf_counter() - started, 1),
+            }
+            mlflow.log_metrics(flat(table))
+            mlflow.log_dict(table, "paper_table.json")
+            table["run"] = parent.info.run_id
     line = json.dumps(table, ensure_ascii=False)
     out = join(args.store, "paper_table.json")
     with fsspec.open(f"{out}.tmp", "w") as f:

@@ -118,6 +118,11 @@ class EvalParams(BaseModel):
         None, description="Temperatures to sweep; empty = 5 for closed-set tasks, 1 for open-set."
     )
     experiment: str = Field("npm-eval", description="MLflow experiment.")
+    label: str = Field(
+        "",
+        description="Names the runs' rows (MLflow run '{label}/{task}/{system}/tau=…'), e.g. the datastore of one "
+        "table's runs under one parent run: '2020-09', '2020-09+simplewiki-2021-12'.",
+    )
     precision: PrecisionSetting = "auto"
     cluster: ClusterParams = Field(default_factory=ClusterParams)
 
@@ -278,6 +283,7 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
         tracking_uri=uri,
         experiment=params.experiment,
         precision=params.precision,
+        label=params.label,
     )
     results = []
     with dask_cluster(params.cluster.dask_address, params.cluster.n_workers, params.store) as address:

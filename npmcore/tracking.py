@@ -27,12 +27,15 @@ log = logging.getLogger(__name__)
 REGISTERED_MODEL = "npm-encoder"
 QUERY_MODEL = "npm-query-encoder"  # query encoders (npmcore.query_encoder), each naming its passage encoder
 _VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_EXPERIMENT_ID")
+# MLflow 3's UI opens an experiment of this kind on its runs (model training), not on its GenAI traces
+EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
 
 
 @contextmanager
 def tracking(uri: str, experiment: str | None) -> Iterator[None]:
     """Point MLflow tracking and the model registry at ``uri`` and select ``experiment``
-    (None: the registry only, no experiment selected or created) for the duration of the block.
+    (None: the registry only, no experiment selected or created) for the duration of the block. An
+    experiment is marked as one of model training (:data:`EXPERIMENT_KIND`) the first time.
 
     MLflow's setters keep the URIs and the experiment in module globals and also write
     ``MLFLOW_TRACKING_URI``, ``MLFLOW_REGISTRY_URI`` and ``MLFLOW_EXPERIMENT_ID`` into the
@@ -58,8 +61,8 @@ def tracking(uri: str, experiment: str | None) -> Iterator[None]:
             except mlflow.exceptions.MlflowException:
                 if mlflow.get_experiment_by_name(experiment) is None:  # not created meanwhile by another process
                     raise
-        if experiment is not None:
-            mlflow.set_experiment(experiment)
+        if experiment is not None and EXPERIMENT_KIND not in mlflow.set_experiment(experiment).tags:
+            mlflow.set_experiment_tag(EXPERIMENT_KIND, MODEL_TRAINING)
         yield
     except Exception as e:
         if uri.startswith("sqlite:///") and database_full(e):

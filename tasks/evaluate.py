@@ -33,6 +33,11 @@ class RunSettings:
     tracking_uri: str
     experiment: str
     precision: Setting  # of the query encoder (and of the passages it encodes again)
+    label: str = ""  # names the runs: "{label}/{task}/…" (EvalParams.label)
+
+    def run_name(self, name: str) -> str:
+        """An MLflow run's name: ``name`` under the label, when there is one."""
+        return f"{self.label}/{name}" if self.label else name
 
 
 @dataclass(frozen=True)
@@ -72,7 +77,7 @@ def evaluate_run_task(
     (``calibration.ece``, ``calibration.aurc``, ``calibration.accuracy_at_<coverage>``), the reliability diagram
     and the risk-coverage curve. The same inputs (index snapshots are immutable) give the cached result."""
     snapshot = open_index(index)
-    run_name = f"{evaluated.name}/{system}/tau={config.tau:g}"
+    run_name = settings.run_name(f"{evaluated.name}/{system}/tau={config.tau:g}")
     with tracking(settings.tracking_uri, settings.experiment), mlflow.start_run(run_name=run_name, nested=True):
         link_runs(settings.tracking_uri)
         log_snapshot_input("index", index, "evaluation")
@@ -91,7 +96,7 @@ def evaluate_run_task(
             "passages": config.passages, "l_max": config.l_max,
             "restrict": system != "npm-no-bm25", "calibrate": settings.calibrate and evaluated.domain is not None,
             "content_words": config.content_words, "exclude_query_words": config.exclude_query_words,
-            "scoring": config.scoring,
+            "scoring": config.scoring, **({"label": settings.label} if settings.label else {}),
         })  # fmt: skip
         if evaluated.kind == "open" and system != "npm-single" and config.scoring == "evidence":
             ranker = json.loads(npm.ranker.to_json())
@@ -140,7 +145,7 @@ def masked_study_task(evaluated: Task, index: str, sweep: MaskedSweep, settings:
     snapshot = open_index(index)
     with (
         tracking(settings.tracking_uri, settings.experiment),
-        mlflow.start_run(run_name=f"{evaluated.name}/{'+'.join(sweep.systems)}", nested=True),
+        mlflow.start_run(run_name=settings.run_name(f"{evaluated.name}/{'+'.join(sweep.systems)}"), nested=True),
     ):
         link_runs(settings.tracking_uri)
         log_snapshot_input("index", index, "evaluation")

@@ -96,10 +96,12 @@ def held_out_task(run_dir: str, step: int, corpus: str, batches: int) -> dict[st
 def train_query_task(
     config: QueryTrainConfig, store: str, tracking_uri: str, experiment: str, alias: str | None, progress: bool
 ) -> str:
-    """Query-side training in a new MLflow run (resuming its run folder's newest checkpoint on a retry); the
-    query encoder is registered as ``npm-query-encoder`` with the passage encoder it names (its
-    ``query_encoder.json`` an artifact, the encoder and its weights tags); returns the registered model URI."""
-    with tracking(tracking_uri, experiment), mlflow.start_run(run_name=f"query side {config.steps} steps") as run:
+    """Query-side training in a new MLflow run (nested in the active one, such as a paper table's; resuming its
+    run folder's newest checkpoint on a retry); the query encoder is registered as ``npm-query-encoder`` with the
+    passage encoder it names (its ``query_encoder.json`` an artifact, the encoder and its weights tags); returns
+    the registered model URI."""
+    run_name = f"query side {config.steps} steps"
+    with tracking(tracking_uri, experiment), mlflow.start_run(run_name=run_name, nested=True) as run:
         run_dir = join(store, "runs", run.info.run_id)
         log_config(asdict(config), run_dir)
         mlflow.set_tag("side", "query")

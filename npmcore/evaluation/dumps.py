@@ -1,8 +1,11 @@
-"""The two dated dumps of the same English Wikipedia articles (``shared/data/enwiki_dated``).
+"""The Wikipedia dumps of the paper's table: two dated dumps of the same English Wikipedia articles
+(``shared/data/enwiki_dated``) and Simple English Wikipedia (``shared/data/simplewiki``).
 
 May 2015 (``2015-05``) and September 2020 (``2020-09``), WikiExtractor output, shipped as one
 archive: the temporal facts, the entity translation facts and the paper's table are made from
-them. :func:`dated_dump` unpacks a dump once into the cache and returns its folder.
+them. :func:`dated_dump` unpacks a dump once into the cache and returns its folder;
+:func:`simple_wikipedia` does the same for Simple English Wikipedia of December 2021 (WikiExtractor's
+``--json`` output), the datastore the paper's table adds beside the 2020 dump.
 """
 
 import shutil
@@ -15,6 +18,9 @@ from npmcore.storage import cache_dir
 
 ARCHIVE = DEFAULT_DATA_DIR / "enwiki_dated" / "enwiki_dated.tar.xz"
 DUMPS = ("2015-05", "2020-09")
+SIMPLE_ARCHIVE = DEFAULT_DATA_DIR / "simplewiki" / "simplewiki-2021-12.tar.xz"
+SIMPLE = "simplewiki-2021-12"  # its folder in the archive, and its name as a datastore
+DUMP_DATES = {"2015-05": "2015-05-15", "2020-09": "2020-09-01", SIMPLE: "2021-12-01"}  # as the paper's table gives them
 
 
 def dated_dump(name: str, archive: Path = ARCHIVE, cache: Path | None = None) -> Path:
@@ -23,17 +29,27 @@ def dated_dump(name: str, archive: Path = ARCHIVE, cache: Path | None = None) ->
     temporary name, then renamed: a folder there is whole)."""
     if name not in DUMPS:
         raise ValueError(f"unknown dump {name!r}; the dated dumps are {', '.join(DUMPS)}")
-    target = (cache or cache_dir()) / "enwiki_dated" / name
+    return _unpacked(archive, name, (cache or cache_dir()) / "enwiki_dated" / name)
+
+
+def simple_wikipedia(archive: Path = SIMPLE_ARCHIVE, cache: Path | None = None) -> Path:
+    """The folder of Simple English Wikipedia of December 2021 (``AA/wiki_00`` … ``AB/wiki_76``), unpacked from
+    ``archive`` once into ``{cache}/simplewiki/simplewiki-2021-12``, as :func:`dated_dump`."""
+    return _unpacked(archive, SIMPLE, (cache or cache_dir()) / "simplewiki" / SIMPLE)
+
+
+def _unpacked(archive: Path, member: str, target: Path) -> Path:
+    """The folder ``member`` of ``archive`` unpacked at ``target`` (once: under a temporary name, then renamed)."""
     if target.is_dir():
         return target
     if not archive.is_file():
-        raise FileNotFoundError(f"{archive} is missing (see shared/data/README.md: enwiki_dated)")
+        raise FileNotFoundError(f"{archive} is missing (see shared/data/README.md: {archive.parent.name})")
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".tmp-") as tmp, tarfile.open(archive, "r:xz") as tar:
-        members = [m for m in tar if m.isfile() and m.name.startswith(f"{name}/")]
+        members = [m for m in tar if m.isfile() and m.name.startswith(f"{member}/")]
         tar.extractall(tmp, members=members, filter="data")
         if not target.is_dir():  # else unpacked meanwhile by another process
-            shutil.move(Path(tmp) / name, target)
+            shutil.move(Path(tmp) / member, target)
     return target
 
 
