@@ -68,6 +68,7 @@ paper averages its languages); ``entity_translation_languages`` has every langua
 import argparse
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from npmcore.runtime import configure_environment
@@ -84,6 +85,7 @@ from flows.ingest import ingest_corpus  # noqa: E402
 from flows.params import ClusterParams, IngestParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
 from flows.train import QueryTrainParams, train_query_encoder  # noqa: E402
+from npmcore.cluster import dask_cluster  # noqa: E402
 from npmcore.evaluation.adapted import kamel_facts, kamel_halves, write_query_log  # noqa: E402
 from npmcore.evaluation.baselines import BASELINES  # noqa: E402
 from npmcore.evaluation.dumps import DUMP_DATES, SIMPLE, dated_dump, simple_wikipedia  # noqa: E402
@@ -98,8 +100,11 @@ NAMES_PASSAGES = 3  # of the temporal facts and entity translation, answered fro
 MIN_LANGUAGE_FACTS = 30  # the languages averaged for entity translation
 ADAPTED_QUERIES = 6000  # the adapted row's query log: a seeded sample of the KAMEL dev facts of half the relations
 ADAPTED_STEPS = 400  # of 16 queries
+ADAPTED_TASKS = ("triviaqa", "nq")  # what the adapted query encoder is measured on beside KAMEL's other relations
 EXPERIMENT = "npm-paper-table"
 COMBINED = f"2020-09+{SIMPLE}"  # the datastore of the 2020 dump and Simple English Wikipedia
+# top BM25 passages of the knowledge tasks on the combined datastore, chosen on their dev facts (module docstring)
+COMBINED_PASSAGES = {"trex": 20, "google_re": 20, "kamel": 20, "nq": 10, "triviaqa": 10}
 
 
 def rows_by(rows: list[EvalRow]) -> dict[tuple[str, str], EvalRow]:
@@ -133,15 +138,62 @@ def flat(table: dict, prefix: str = "") -> dict[str, float]:
     return out
 
 
-def knowledge_table(rows: dict[tuple[str, str], EvalRow], tasks: list[str]) -> dict:
+def knowledge_table(rows: dict[tuple[str, str], EvalRow]) -> dict:
     """The five knowledge tasks against one datastore: their scores, ceilings, calibration and copy rates."""
     return {
-        **{t: (rows[(t, "npm")].score if t in tasks else None) for t in KNOWLEDGE},
-        "ceilings": {t: rows[(t, "npm")].breakdown.get("ceiling") for t in tasks},
-        "calibration": {t: rows[(t, "npm")].calibration for t in tasks},
-        "query_copy_rates": {t: rows[(t, "npm")].query_copy_rate for t in tasks},
-        "n": {t: rows[(t, "npm")].n for t in tasks},
+        **{t: rows[(t, "npm")].score for t in KNOWLEDGE},
+        "ceilings": {t: rows[(t, "npm")].breakdown.get("ceiling") for t in KNOWLEDGE},
+        "calibration": {t: rows[(t, "npm")].calibration for t in KNOWLEDGE},
+        "query_copy_rates": {t: rows[(t, "npm")].query_copy_rate for t in KNOWLEDGE},
+        "n": {t: rows[(t, "npm")].n for t in KNOWLEDGE},
     }
+
+
+@dataclass(frozen=True)
+class Adapted:
+    """The adapted row's query encoder and the held-out facts it is measured on."""
+
+    model: str  # the registered query encoder (models:/npm-query-encoder/N)
+    encoder: str  # where it loads from
+    heldout: Path  # the split's KAMEL facts of the relations it was not trained on, as a cloze file
+    trained_on: str
+
+    def row(self, mine: dict[tuple[str, str], EvalRow], theirs: dict[tuple[str, str], EvalRow], split: str) -> dict:
+        return {
+            "kamel_heldout": mine[("cloze", "npm")].score,
+            "kamel_heldout_zero_shot": theirs[("cloze", "npm")].score,
+            **{t: (mine[(t, "npm")].score if split == "test" else None) for t in ADAPTED_TASKS},
+            "trained_on": self.trained_on,
+            "encoder": self.model,
+        }
+
+
+def train_adapted(args: argparse.Namespace, index: str) -> Adapted:
+    """A query encoder trained on the KAMEL dev facts of half the relations (a query log) against ``index``; it is
+    measured on the other half's facts of the split and (test) on TriviaQA and NQ, the answering encoder beside it
+    on the same held-out facts."""
+    trained, held = kamel_halves()
+    folder = Path(args.store if "://" not in args.store else cache_dir()) / "adapted"
+    folder.mkdir(parents=True, exist_ok=True)
+    log = write_query_log(kamel_facts(trained, "dev"), folder / "kamel-dev-trained-relations.jsonl")
+    heldout = write_query_log(kamel_facts(held, args.split), folder / f"kamel-{args.split}-heldout-relations.jsonl")
+    params = QueryTrainParams(
+        store=args.store,
+        index=index,
+        queries=str(log),
+        count=ADAPTED_QUERIES,
+        steps=ADAPTED_STEPS,
+        passages=args.passages,
+        experiment=EXPERIMENT,
+    )
+    model = train_query_encoder(params)
+    return Adapted(
+        model,
+        resolve_encoder(model, args.store),
+        heldout,
+        f"KAMEL dev facts of {len(trained)} relations ({ADAPTED_QUERIES} sampled of {sum(1 for _ in log.open())}); "
+        f"measured on the {args.split} facts of the other {len(held)}",
+    )
 
 
 def main() -> None:
@@ -153,7 +205,7 @@ def main() -> None:
     )
     parser.add_argument("--baseline-limit", type=int, default=1000, help="examples per task of the baselines")
     parser.add_argument(
-        "--passages", type=int, default=KNOWLEDGE_PASSAGES, help="top BM25 passages searched per knowledge query"
+        "--passages", type=int, default=KNOWLEDGE_PASSAGES, help="top BM25 passages of a knowledge query on 2020"
     )
     parser.add_argument("--dumps", type=Path, default=None, help="folder holding 2015-05/ and 2020-09/")
     parser.add_argument("--simplewiki", type=Path, default=None, help="Simple English Wikipedia's folder (AA/ AB/)")
@@ -168,80 +220,40 @@ def main() -> None:
     started = time.perf_counter()
     dumps = {name: (args.dumps / name if args.dumps else dated_dump(name)) for name in ("2015-05", "2020-09")}
     dumps[SIMPLE] = args.simplewiki or simple_wikipedia()
-    knowledge = list(KNOWLEDGE)
+    baselines = list(BASELINES) if args.baselines else []
+    with prefect_api(), dask_cluster(store=args.store) as address:
+        cluster = ClusterParams(dask_address=address)  # one cluster for every stage: no start-up per evaluation
 
-    def run(
-        tasks: list[str],
-        index: str,
-        systems: list[str],
-        limit: int,
-        passages: int,
-        label: str,
-        query_words: bool = False,
-        model: str | None = args.model,
-        data: Path | None = None,
-    ) -> dict[tuple[str, str], EvalRow]:
-        if not tasks or not systems:  # --no-baselines
-            return {}
-        params = EvalParams(
-            tasks=tasks,
-            store=args.store,
-            index=index,
-            systems=systems,
-            limit=limit,
-            split=args.split,
-            passages=passages,
-            exclude_query_words=not query_words,
-            model=model,
-            data=None if data is None else str(data),
-            experiment=EXPERIMENT,
-            label=label,
-        )
-        return rows_by(evaluate(params))
+        def run(
+            tasks: list[str],
+            index: str,
+            systems: list[str],
+            label: str,
+            passages: int,
+            limit: int = args.limit,
+            query_words: bool = False,
+            model: str | None = args.model,
+            data: Path | None = None,
+        ) -> dict[tuple[str, str], EvalRow]:
+            if not tasks or not systems:  # --no-baselines
+                return {}
+            params = EvalParams(
+                tasks=tasks,
+                store=args.store,
+                index=index,
+                systems=systems,
+                limit=limit,
+                split=args.split,
+                passages=passages,
+                exclude_query_words=not query_words,
+                model=model,
+                data=None if data is None else str(data),
+                experiment=EXPERIMENT,
+                label=label,
+                cluster=cluster,
+            )
+            return rows_by(evaluate(params))
 
-    def knowledge_runs(index: str, label: str, systems: list[str], limit: int) -> dict[tuple[str, str], EvalRow]:
-        """The five knowledge tasks against ``index``: query words allowed where chosen on dev."""
-        allowed = [t for t in knowledge if t in QUERY_WORDS_ALLOWED]
-        rows = run([t for t in knowledge if t not in allowed], index, systems, limit, args.passages, label)
-        return rows | run(allowed, index, systems, limit, args.passages, label, query_words=True)
-
-    def adapted_row(index: str) -> dict:
-        """A query encoder trained on the KAMEL dev facts of half the relations (a query log) against ``index``,
-        measured on the other half's facts of the split, and (test) on TriviaQA and NQ; beside it, the answering
-        encoder on the same held-out facts."""
-        trained, held = kamel_halves()
-        folder = Path(args.store if "://" not in args.store else cache_dir()) / "adapted"
-        folder.mkdir(parents=True, exist_ok=True)
-        log = write_query_log(kamel_facts(trained, "dev"), folder / "kamel-dev-trained-relations.jsonl")
-        heldout = write_query_log(kamel_facts(held, args.split), folder / f"kamel-{args.split}-heldout-relations.jsonl")
-        params = QueryTrainParams(
-            store=args.store,
-            index=index,
-            queries=str(log),
-            count=ADAPTED_QUERIES,
-            steps=ADAPTED_STEPS,
-            passages=args.passages,
-            experiment=EXPERIMENT,
-        )
-        model = train_query_encoder(params)
-        encoder = resolve_encoder(model, args.store)
-        limit, passages = args.limit, args.passages
-        mine = run(["cloze"], index, ["npm"], limit, passages, "adapted", query_words=True, model=encoder, data=heldout)
-        theirs = run(["cloze"], index, ["npm"], limit, passages, "adapted-baseline", query_words=True, data=heldout)
-        questions = run(["triviaqa", "nq"] if args.split == "test" else [], index, ["npm"], limit, passages, "adapted",
-                        model=encoder)  # fmt: skip
-        return {
-            "kamel_heldout": mine[("cloze", "npm")].score,
-            "kamel_heldout_zero_shot": theirs[("cloze", "npm")].score,
-            "triviaqa": questions[("triviaqa", "npm")].score if questions else None,
-            "nq": questions[("nq", "npm")].score if questions else None,
-            "trained_on": f"KAMEL dev facts of {len(trained)} relations ({ADAPTED_QUERIES} sampled of "
-            f"{sum(1 for _ in log.open())}); measured on the {args.split} facts of the other {len(held)}",
-            "encoder": model,
-        }
-
-    with prefect_api():
-        cluster = ClusterParams()
         first = IngestParams(
             inputs=[str(dumps["2015-05"])], store=args.store, cluster=cluster, dump_date=DUMP_DATES["2015-05"]
         )
@@ -249,11 +261,14 @@ def main() -> None:
         indexes = {"2015-05": old}
         for name, previous in (("2020-09", "2015-05"), (SIMPLE, "2020-09")):
             backfill = BackfillParams(
-                dump=[str(dumps[name])], dump_date=DUMP_DATES[name], store=args.store, previous=indexes[previous]
+                dump=[str(dumps[name])],
+                dump_date=DUMP_DATES[name],
+                store=args.store,
+                previous=indexes[previous],
+                cluster=cluster,
             )
             indexes[COMBINED if name == SIMPLE else name] = backfill_dump(backfill).index
         new, both = indexes["2020-09"], indexes[COMBINED]
-        baselines = list(BASELINES) if args.baselines else []
         with (
             tracking(tracking_uri(args.store), EXPERIMENT),
             mlflow.start_run(run_name=f"paper table: {args.split}, {args.model or 'the shipped encoder'}") as parent,
@@ -264,19 +279,29 @@ def main() -> None:
                     "split": args.split,
                     "limit": args.limit,
                     "passages": args.passages,
+                    "passages.combined": json.dumps(COMBINED_PASSAGES),
                     "datastores": ", ".join(indexes),
                     **{f"index.{key_of(name)}": url for name, url in indexes.items()},
                     "baselines": ", ".join(baselines) or "none",
                     "adapted": args.adapted,
                 }
             )
-            before = run(["temporal", "entity_translation"], old, ["npm"], args.limit, NAMES_PASSAGES, "2015-05")
-            before |= run(["entity_translation"], old, baselines, args.baseline_limit, NAMES_PASSAGES, "2015-05")
-            after = run(["temporal"], new, ["npm"], args.limit, NAMES_PASSAGES, "2020-09")
-            after |= knowledge_runs(new, "2020-09", ["npm"], args.limit)
-            after |= knowledge_runs(new, "2020-09", baselines, args.baseline_limit)
-            combined = knowledge_runs(both, COMBINED, ["npm"], args.limit)
-            adapted = adapted_row(new) if args.adapted else None
+            adapted = train_adapted(args, new) if args.adapted else None  # first: its runs share passages below
+            before = run(["temporal", "entity_translation"], old, ["npm"], "2015-05", NAMES_PASSAGES)
+            before |= run(["entity_translation"], old, baselines, "2015-05", NAMES_PASSAGES, args.baseline_limit)
+            after = run(["temporal"], new, ["npm"], "2020-09", NAMES_PASSAGES)
+            combined, mine = {}, {}
+            for task in KNOWLEDGE:  # a task against 2020, then both: the 2020 passages of both encoded once
+                words = task in QUERY_WORDS_ALLOWED
+                after |= run([task], new, ["npm"], "2020-09", args.passages, query_words=words)
+                combined |= run([task], both, ["npm"], COMBINED, COMBINED_PASSAGES[task], query_words=words)
+                if adapted is not None and task in ADAPTED_TASKS and args.split == "test":  # tasks it never saw
+                    mine |= run([task], new, ["npm"], "adapted", args.passages, model=adapted.encoder)
+                if adapted is not None and task == "kamel":  # its other relations, by both encoders
+                    held = {"passages": args.passages, "query_words": True, "data": adapted.heldout}
+                    mine |= run(["cloze"], new, ["npm"], "adapted", model=adapted.encoder, **held)
+                    theirs = run(["cloze"], new, ["npm"], "adapted-baseline", **held)
+            after |= run(list(KNOWLEDGE), new, baselines, "2020-09", args.passages, args.baseline_limit)
 
             temporal = {
                 f"{kind}_{when}": rows[("temporal", "npm")].breakdown[f"exact_match.{kind}"]
@@ -287,7 +312,7 @@ def main() -> None:
                 for when, rows in (("before", before), ("after", after))
             }
             average, languages = translation_scores(before[("entity_translation", "npm")])
-            zero_shot = knowledge_table(after, knowledge)
+            zero_shot = knowledge_table(after)
             ceilings = zero_shot["ceilings"] | {
                 "entity_translation": before[("entity_translation", "npm")].breakdown.get("ceiling")
             }
@@ -306,13 +331,13 @@ def main() -> None:
                 | {"entity_translation": before[("entity_translation", "npm")].calibration}
                 | {"temporal": after[("temporal", "npm")].calibration},
                 "baselines": {
-                    system: {t: after[(t, system)].score for t in knowledge}
+                    system: {t: after[(t, system)].score for t in KNOWLEDGE}
                     | {"entity_translation": before[("entity_translation", system)].score}
                     for system in baselines
                 },
-                "combined": knowledge_table(combined, knowledge),
+                "combined": knowledge_table(combined),
                 "model": args.model or "default",
-                "adapted": adapted,
+                "adapted": None if adapted is None else adapted.row(mine, theirs, args.split),
                 "n": zero_shot["n"]
                 | {"entity_translation": before[("entity_translation", "npm")].n}
                 | {"temporal": after[("temporal", "npm")].n},
@@ -320,6 +345,7 @@ def main() -> None:
                 "indexes": indexes,
                 "passages": {
                     "knowledge": args.passages,
+                    "combined": COMBINED_PASSAGES,
                     "temporal": NAMES_PASSAGES,
                     "entity_translation": NAMES_PASSAGES,
                 },
