@@ -1,14 +1,16 @@
 """Fit the confidence of evidence scoring's answers on the dev sets, and say how well it is calibrated.
 
-Usage: python bench/confidence.py --dated-indexes INDEX_2015 INDEX_2020 [--model PATH] [--store DIR]
+Usage: python bench/confidence.py --dated-indexes INDEX_2015 INDEX_2020 [INDEX_COMBINED] [--model PATH] [--store DIR]
                                   [--limit 300] [--out DIR] [--folds 5]
 
 Answers every dev fact as the evaluation does (``npm`` restricted to the top BM25 passages, evidence scoring
 with the encoder's ``ranker.json``), in the settings its users meet: the verbatim, paraphrase and cloze dev
 sets against the index of the embedded default corpus (the demo's; built or reused in ``--store``), and, as
 ``bench/paper_table.py`` asks them, the dev splits of T-REx, Google-RE and KAMEL against the September 2020
-dump's index (10 passages, query words allowed), the temporal facts against it and entity translation against
-the May 2015 one (3 passages): ``--limit`` seeded facts of each. Each answer among a fact's best five is right
+dump's index (10 passages, query words allowed), NQ and TriviaQA against it (10 passages), the temporal facts
+against it and entity translation against the May 2015 one (3 passages), and, given the index of the 2020 dump and
+Simple English Wikipedia, the five knowledge tasks against it as the paper table asks them there:
+``--limit`` seeded facts of each (``bench/ranker.py``'s ``DATED``). Each answer among a fact's best five is right
 when it is an exact match of a gold answer (the evaluation's test).
 
 :func:`npmcore.confidence.fit_calibrator` fits gradient-boosted trees on all of them (every answer weighing the
@@ -34,7 +36,7 @@ configure_environment()
 
 import mlflow  # noqa: E402
 import numpy as np  # noqa: E402
-from ranker import CLOZE_SETS, DATA, DATED  # noqa: E402
+from ranker import CLOZE_SETS, DATED, dev_tasks  # noqa: E402
 
 from flows.evaluate import EvalParams, runs_of, task_indexes  # noqa: E402
 from flows.params import ClusterParams  # noqa: E402
@@ -44,7 +46,7 @@ from npmcore.confidence import CONFIDENCE_FILE, confidence_features, fit_calibra
 from npmcore.encoder import default_encoder_path, local_model_dir  # noqa: E402
 from npmcore.evaluation.metrics import exact_match  # noqa: E402
 from npmcore.evaluation.selective import calibration_report  # noqa: E402
-from npmcore.evaluation.tasks import Task, load_task  # noqa: E402
+from npmcore.evaluation.tasks import Task  # noqa: E402
 from npmcore.inference import NPM  # noqa: E402
 from npmcore.ranking import Ranker  # noqa: E402
 from npmcore.tracking import resolve_encoder, tracking, tracking_uri  # noqa: E402
@@ -79,19 +81,21 @@ def main() -> None:
     parser.add_argument("--model", default=None, help="encoder (path, cached name or models:/…); default: shipped")
     parser.add_argument("--store", default=None, help="store of the default corpus's index and the MLflow run")
     parser.add_argument(
-        "--dated-indexes", nargs=2, required=True, metavar=("INDEX_2015", "INDEX_2020"),
-        help="the dated dumps' indexes (bench/paper_table.py builds them)",
+        "--dated-indexes", nargs="+", required=True, metavar="INDEX",
+        help="the indexes bench/paper_table.py builds: of 2015, of 2020, and of 2020 with Simple English Wikipedia",
     )  # fmt: skip
     parser.add_argument("--limit", type=int, default=300, help="dev facts per dated set (seeded sample)")
     parser.add_argument("--out", type=Path, default=None, help="folder for confidence.skops (default: the encoder's)")
     parser.add_argument("--folds", type=int, default=5)
     args = parser.parse_args()
+    if len(args.dated_indexes) not in (2, 3):
+        raise SystemExit("--dated-indexes takes the 2015 and 2020 indexes, and the combined one")
     started = time.perf_counter()
     if args.out is None and args.model is not None and not Path(args.model).is_dir():
         raise SystemExit(f"--model {args.model} is not a folder to write {CONFIDENCE_FILE} into: give --out")
     out = args.out or Path(local_model_dir(args.model or str(default_encoder_path())))
-    tasks = {name: load_task("cloze", limit=None, path=str(DATA / file)) for name, file in CLOZE_SETS.items()}
-    tasks |= {name: load_task(task, limit=args.limit, seed=0, split="dev") for name, (task, *_) in DATED.items()}
+    tasks = {name: task for name, task in dev_tasks(args.limit, len(args.dated_indexes)).items()
+             if name in CLOZE_SETS or name in DATED}  # fmt: skip
     sets: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     with tempfile.TemporaryDirectory() as tmp, prefect_api():
         store = args.store or tmp

@@ -1,7 +1,7 @@
 """Fit the weights of evidence scoring on the dev sets, and say how well they rank.
 
 Usage: python bench/ranker.py [--model PATH_OR_URI] [--store DIR] [--lama-limit 300] [--out DIR]
-                              [--l2 0.001] [--folds 5] [--dated-indexes INDEX_2015 INDEX_2020]
+                              [--l2 0.001] [--folds 5] [--dated-indexes INDEX_2015 INDEX_2020 [INDEX_COMBINED]]
 
 Builds, or reuses from the store, the indexes the ``evaluate`` flow searches for the cloze task
 (the embedded default corpus) and for LAMA T-REx and Google-RE (their reference corpora), and
@@ -13,7 +13,9 @@ May 2015 and September 2020 dumps that ``bench/paper_table.py`` builds) the dev 
 measured on them, asked as the paper table asks them (:data:`DATED`): T-REx, Google-RE and KAMEL
 on the 2020 index (``trex_2020``, ``google_re_2020``, ``kamel``: 10 passages, query words allowed), NQ and
 TriviaQA on it (10 passages), the temporal facts on it and entity translation on the 2015 index (3
-passages), ``--lama-limit`` facts each, seeded; each set weighing the same in the fit. A
+passages), and, given the index of the 2020 dump and Simple English Wikipedia, the five knowledge tasks on it
+as the paper table asks them there (``trex_combined`` …: ``COMBINED_PASSAGES``), ``--lama-limit`` facts each,
+seeded; each set weighing the same in the fit. A
 candidate is right when its decoded text equals a gold answer, accents and punctuation aside
 (``npmcore.evaluation.diagnostics.answer_key``).
 
@@ -37,7 +39,7 @@ configure_environment()
 
 import mlflow  # noqa: E402
 import numpy as np  # noqa: E402
-from paper_table import KNOWLEDGE_PASSAGES, NAMES_PASSAGES  # noqa: E402
+from paper_table import COMBINED_PASSAGES, KNOWLEDGE_PASSAGES, NAMES_PASSAGES, QUERY_WORDS_ALLOWED  # noqa: E402
 
 from flows.evaluate import EvalParams, runs_of, task_indexes  # noqa: E402
 from flows.params import ClusterParams  # noqa: E402
@@ -66,15 +68,19 @@ DATED = {
     "triviaqa": ("triviaqa", 1, KNOWLEDGE_PASSAGES, False),
     "temporal": ("temporal", 1, NAMES_PASSAGES, False),
     "entity_translation": ("entity_translation", 0, NAMES_PASSAGES, False),
+} | {
+    f"{task}_combined": (task, 2, passages, task in QUERY_WORDS_ALLOWED) for task, passages in COMBINED_PASSAGES.items()
 }
 
 
-def dev_tasks(lama_limit: int, dated: bool) -> dict[str, Task]:
+def dev_tasks(lama_limit: int, dated: int) -> dict[str, Task]:
+    """The dev sets: the cloze and planted LAMA ones, and those of the first ``dated`` dated indexes."""
     tasks = {name: load_task("cloze", limit=None, path=str(DATA / file)) for name, file in CLOZE_SETS.items()}
     for name in ("trex", "google_re"):
         tasks[name] = load_task(name, limit=lama_limit, seed=0, split="dev")
-    for name, (task, *_) in DATED.items() if dated else ():
-        tasks[name] = load_task(task, limit=lama_limit, seed=0, split="dev")
+    for name, (task, index, *_) in DATED.items():
+        if index < dated:
+            tasks[name] = load_task(task, limit=lama_limit, seed=0, split="dev")
     return tasks
 
 
@@ -117,14 +123,17 @@ def main() -> None:
     parser.add_argument("--l2", type=float, default=1e-3)
     parser.add_argument("--folds", type=int, default=5)
     parser.add_argument(
-        "--dated-indexes", nargs=2, default=None, metavar=("INDEX_2015", "INDEX_2020"),
-        help="the dated dumps' indexes (bench/paper_table.py): adds their tasks' dev sets",
+        "--dated-indexes", nargs="+", default=[], metavar="INDEX",
+        help="the indexes bench/paper_table.py builds: of 2015 and 2020 (adds their tasks' dev sets) and of 2020 and "
+        "Simple English Wikipedia (adds the knowledge tasks' dev sets on both)",
     )  # fmt: skip
     args = parser.parse_args()
+    if len(args.dated_indexes) not in (0, 2, 3):
+        raise SystemExit("--dated-indexes takes the 2015 and 2020 indexes, and the combined one")
     if args.out is None and args.model is not None and not Path(args.model).is_dir():
         raise SystemExit(f"--model {args.model} is not a folder to write {RANKER_FILE} into: give --out")
     out = args.out or Path(local_model_dir(args.model or str(default_encoder_path())))
-    tasks = dev_tasks(args.lama_limit, args.dated_indexes is not None)
+    tasks = dev_tasks(args.lama_limit, len(args.dated_indexes))
     with tempfile.TemporaryDirectory() as tmp, prefect_api():
         store = args.store or tmp
         params = EvalParams(tasks=list(tasks), store=store, model=args.model)
