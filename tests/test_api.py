@@ -481,6 +481,13 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
             rendered = r'<p class="abstained">Not in this corpus: (the best guess|no answer)'  # not the script's text
             greyed = shown.count('class="answer guess"')
             doubts[q] = (said["abstained"], re.search(rendered, shown) is not None, greyed, len(said["answers"]))
+        question = "Where did Australian firefighters battle bushfires?"  # no mask: asked as the paper asks NQ
+        asked = subprocess.run(
+            [*browser, budget, "--dump-dom", f"{url}/?q={urllib.parse.quote(question)}"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
     finally:
         service.terminate()
         service.wait(30)
@@ -494,3 +501,6 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
     for abstained, says_so, greyed, answers in doubts.values():
         assert says_so == abstained and greyed == (answers if abstained else 0)
     assert doubts[UNKNOWN][0]  # Aristotle is not in 60 news articles
+    assert f'<p class="asked">Asked as: {question} The answer is [MASK].</p>' in asked
+    # each passage names where it comes from: the news file (no wiki, no address: no link)
+    assert len(re.findall(r'<p class="evidence title">block [^<]+ · news</p>', dom.stdout)) == len(marks.marks)

@@ -5,6 +5,7 @@ from it; a backfill of English Wikipedia then leaves Simple English's pages and 
 
 import json
 import re
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -161,3 +162,23 @@ def test_a_second_wiki_is_added_while_the_service_answers_and_a_backfill_of_one_
         for url, a in ((combined, before[0]), (later, now[0]))
     ]
     assert sources[0] == sources[1] and sources[0][0].wiki == "simple.wikipedia.org"
+
+
+def test_a_wiki_added_beside_an_index_with_vectors_embeds_its_pages_only(news_store, wikis, prefect_server, tmp_path):
+    """Simple English added to the shared news index (token vectors, Flat): the news blocks' vectors are copied,
+    only the new wiki's blocks go through the encoder, and the news stays as it was."""
+    from flows.backfill import BackfillParams, backfill_dump
+
+    root = tmp_path / "store"
+    shutil.copytree(news_store.store, root, ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts", "runs"))
+    previous = str(root / "index" / news_store.index.rsplit("/", 1)[1])
+    params = BackfillParams(
+        dump=[str(wikis["simple"])], dump_date="2021-12", store=str(root), previous=previous, precision="f32"
+    )  # the news index's precision: vectors of two precisions are never mixed
+    result = backfill_dump(params)
+    news, both = (open_corpus(open_index(url).corpus) for url in (previous, result.index))
+    simple = both.sources[-1]
+    assert result.sources == {"news": "kept", "simple.wikipedia.org": "added"} and result.vectors
+    assert result.reused_blocks == news.manifest.counts["blocks"]  # every news block's vectors copied
+    assert result.blocks - result.reused_blocks == simple.blocks  # only the new wiki's embedded
+    assert both.sources[0] == news.sources[0]
