@@ -10,9 +10,9 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from npmcore.cluster import dask_client
-from npmcore.corpus import CorpusError
+from npmcore.corpus import CorpusError, source_name
 from npmcore.ingest import IngestConfig, ingest
-from npmcore.snapshots import read_blocks
+from npmcore.snapshots import open_corpus, read_blocks
 from npmcore.storage import list_snapshots, open_snapshot
 
 FILES_PER_MONTH = 3  # duplicates cross the files of a month, as the crawl's recrawls do
@@ -89,10 +89,11 @@ def test_the_next_month_extends_the_corpus_with_only_its_new_articles(months, oc
     assert ingest([str(p) for p in months[1].files], store, extends=october) == november
 
 
-def test_a_corpus_is_extended_only_by_warc_files_of_its_tokenizer_and_block_length(months, october, news_path):
+def test_a_corpus_is_extended_by_inputs_of_its_tokenizer_and_block_length_only(months, october, news_path):
     store = october.rsplit("/corpus/", 1)[0]
-    with pytest.raises(CorpusError, match="only WARC inputs extend a corpus; these are lines"):
-        ingest([news_path], store, extends=october)
+    crawl, both = open_corpus(october), open_corpus(ingest([news_path], store, extends=october))
+    assert [s.name for s in both.sources] == [*(s.name for s in crawl.sources), source_name(news_path)]
+    assert both.sources[0] == crawl.sources[0]  # the crawl's source carried over as it was, shard for shard
     with pytest.raises(CorpusError, match="cannot be extended: it has max_tokens 256, not 128"):
         ingest([str(months[1].files[0])], store, IngestConfig(max_tokens=128), extends=october)
     with pytest.raises(CorpusError, match="cannot be extended: it has lang 'en', not 'bg'"):
