@@ -27,8 +27,11 @@ log = logging.getLogger(__name__)
 REGISTERED_MODEL = "npm-encoder"
 QUERY_MODEL = "npm-query-encoder"  # query encoders (npmcore.query_encoder), each naming its passage encoder
 _VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_EXPERIMENT_ID")
-# MLflow 3's UI opens an experiment of this kind on its runs (model training), not on its GenAI traces
+# what MLflow's API and assistant read as an experiment of model training, not of GenAI traces
 EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
+# MLflow 3.17's UI opens every experiment on the view of its toggle (GenAI unless the browser chose another):
+# a link with this query opens the runs (its model-training view)
+MODEL_TRAINING_VIEW = "workflowType=machine_learning"
 
 
 @contextmanager
@@ -285,9 +288,10 @@ def _version_by_alias(client: MlflowClient, name: str, alias: str):
 
 
 def run_url(uri: str, run) -> str:
-    """Where a run is seen: its page in the MLflow UI for a tracking server, else its id in the store."""
+    """Where a run is seen: its page in the MLflow UI's model-training view for a tracking server, else its id
+    in the store."""
     if uri.startswith(("http://", "https://")):
-        return f"{uri.rstrip('/')}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}"
+        return f"{uri.rstrip('/')}/#/experiments/{run.info.experiment_id}/runs/{run.info.run_id}?{MODEL_TRAINING_VIEW}"
     return f"{uri} run {run.info.run_id}"
 
 
