@@ -302,7 +302,7 @@ def next_commands(index: str, tracking_uri: str) -> list[RenderableType]:
     steps = [
         ("your own sentence:", [f'npmcore query --index {shown(index)} "… [MASK] …"'], None),
         ("the query service, its page at http://127.0.0.1:8000:", [f"npmcore api --store {store}"], None),
-        ("the runs, in the MLflow UI:", mlflow, mlflow_ui),
+        ("the runs, in the MLflow UI:", mlflow, f"{mlflow_ui} › Model training"),  # its toggle, remembered
         (
             "train from the Prefect UI" + (", in two terminals:" if len(prefect) > 1 else ":"),
             prefect,
