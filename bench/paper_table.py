@@ -306,8 +306,8 @@ def main() -> None:
                     mine |= run([task], new, ["npm"], "adapted", args.passages, model=adapted.encoder)
                 if adapted is not None and task == "kamel":  # its other relations, by both encoders
                     held = {"passages": args.passages, "query_words": True, "data": adapted.heldout}
-                    mine |= run(["cloze"], new, ["npm"], "adapted", model=adapted.encoder, **held)
-                    theirs = run(["cloze"], new, ["npm"], "adapted-baseline", **held)
+                    mine |= run(["cloze"], new, ["npm"], "adapted/kamel_heldout", model=adapted.encoder, **held)
+                    theirs = run(["cloze"], new, ["npm"], "zero-shot/kamel_heldout", **held)
             after |= run(list(KNOWLEDGE), new, baselines, "2020-09", args.passages, args.baseline_limit)
 
             temporal = {
