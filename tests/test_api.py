@@ -469,25 +469,24 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
         dom = subprocess.run([*browser, budget, "--dump-dom", page], capture_output=True, text=True, timeout=120)
         shot = tmp_path / "page.png"
         subprocess.run([*browser, budget, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
-        doubts = {}  # a query it knows and one it does not: the page says what the service says
-        for q in (QUERY, UNKNOWN):
-            (said,) = httpx.post(f"{url}/v1/predict", json={"queries": [q], "answers": 3}).json()["results"]
-            shown = subprocess.run(
+
+        def rendered_for(q: str) -> str:  # the page as the browser renders it for query q
+            return subprocess.run(
                 [*browser, budget, "--dump-dom", f"{url}/?q={urllib.parse.quote(q)}"],
                 capture_output=True,
                 text=True,
                 timeout=120,
             ).stdout
+
+        doubts = {}  # a query it knows and one it does not: the page says what the service says
+        for q in (QUERY, UNKNOWN):
+            (said,) = httpx.post(f"{url}/v1/predict", json={"queries": [q], "answers": 3}).json()["results"]
+            shown = rendered_for(q)
             rendered = r'<p class="abstained">Not in this corpus: (the best guess|no answer)'  # not the script's text
             greyed = shown.count('class="answer guess"')
             doubts[q] = (said["abstained"], re.search(rendered, shown) is not None, greyed, len(said["answers"]))
         question = "Where did Australian firefighters battle bushfires?"  # no mask: asked as the paper asks NQ
-        asked = subprocess.run(
-            [*browser, budget, "--dump-dom", f"{url}/?q={urllib.parse.quote(question)}"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        ).stdout
+        asked = rendered_for(question)
     finally:
         service.terminate()
         service.wait(30)
