@@ -85,11 +85,12 @@ import fsspec  # noqa: E402
 import mlflow  # noqa: E402
 
 from flows.backfill import BackfillParams, backfill_dump  # noqa: E402
-from flows.evaluate import EvalParams, EvalRow, evaluate  # noqa: E402
+from flows.evaluate import EvalParams, evaluate  # noqa: E402
 from flows.index import IndexParams, index_corpus  # noqa: E402
 from flows.ingest import ingest_corpus  # noqa: E402
 from flows.params import ClusterParams, IngestParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
+from flows.results import EvalRow  # noqa: E402
 from flows.train import QueryTrainParams, train_query_encoder  # noqa: E402
 from npmcore.cluster import dask_cluster  # noqa: E402
 from npmcore.evaluation.adapted import kamel_facts, kamel_halves, write_query_log  # noqa: E402

@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field, field_validator
 from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, PrecisionSetting, StoreURL, default_store
+from flows.results import EvalRow
 from npmcore.cluster import dask_cluster
 from npmcore.confidence import CONFIDENCE_FILE
 from npmcore.encoder import default_encoder_path, local_model_dir
@@ -162,28 +163,6 @@ class EvalParams(BaseModel):
                 f"wiki_files needs one or more counts between 0 and 64 (enwiki_sample has 64 files), got {value}"
             )
         return sorted(set(value))
-
-
-class EvalRow(BaseModel):
-    """One evaluation run (one MLflow run): a task, a system, a temperature and an index."""
-
-    task: str
-    system: str
-    tau: float
-    factory: str  # the FAISS index searched (kNN systems) or holding the corpus (BM25-restricted ones)
-    corpus_tokens: int  # size of the reference corpus
-    n: int
-    metric: str
-    score: float
-    notes: dict[str, int]
-    query_copy_rate: float | None = None  # open-set: answers repeating a content word of the query
-    lam: float | None = None  # masked-token systems: the weight of p_kNN (0: mlm, 1: knn)
-    fraction: float = 1.0  # masked-token systems: the share of the datastore searched
-    perplexity: float | None = None  # masked-token systems on open-set tasks
-    # per group and stale answers, and the gold in the passages searched (npmcore.evaluation.run.breakdown)
-    breakdown: dict[str, float] = {}
-    # predictions with a confidence: {"ece", "aurc", "accuracy_at_coverage", "n"} (npmcore.evaluation.selective)
-    calibration: dict | None = None
 
 
 def searches_vectors(evaluated: Task, params: EvalParams) -> bool:

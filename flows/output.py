@@ -22,10 +22,8 @@ from rich.table import Column, Table
 from rich.text import Text
 
 if TYPE_CHECKING:
-    from flows.evaluate import EvalRow
-    from flows.pipeline import PipelineResult
-    from npmcore.evidence import Citation
-    from npmcore.sources import Source
+    from flows.results import EvalRow, PipelineResult
+    from npmcore.sources import Citation, Source
     from npmcore.storage import Manifest
 
 UNBOUNDED = 10_000  # a console width at which a table measures as wide as it would like to be

@@ -14,6 +14,9 @@ def default_store() -> str:
     return os.environ.get("NPM_STORE", "./npm-store")
 
 
+CLOZE_TEST = Path(__file__).resolve().parents[1] / "bench" / "data" / "cloze-test.jsonl"  # facts of the default corpus
+
+
 def absolute_store(url: str) -> str:
     """A store root or snapshot as given by the user, checked to answer (a store without
     credentials fails here, before any cluster starts, with a StoreError); local paths are

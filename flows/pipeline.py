@@ -6,19 +6,17 @@ run (experiment ``npm-train``) and one evaluation run per task (``npm-eval``), e
 the corpus snapshot, encoder and index it used.
 """
 
-from pathlib import Path
-
 import mlflow
 from prefect import flow, get_run_logger
 from pydantic import BaseModel, Field
 
-from flows.evaluate import EvalParams, EvalRow, evaluate
+from flows.evaluate import EvalParams, evaluate
 from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
-from flows.params import ClusterParams, IngestParams, StoreURL, default_store
+from flows.params import CLOZE_TEST, ClusterParams, IngestParams, StoreURL, default_store
+from flows.results import Answered, EvalRow, PipelineResult, ShownAnswer
 from flows.train import TrainParams, train_encoder
 from npmcore.cluster import dask_cluster
-from npmcore.evidence import Citation
 from npmcore.indexer import store_root
 from npmcore.inference import NPM
 from npmcore.serving import read_serving, set_serving
@@ -28,7 +26,6 @@ from npmcore.tracking import log_snapshot_input, model_version, tracking, tracki
 from tasks import link_runs
 
 GATE = 0.01  # a new index may score at most this much below the served one and still be served
-CLOZE_TEST = Path(__file__).resolve().parents[1] / "bench" / "data" / "cloze-test.jsonl"  # facts of the default corpus
 
 
 class PipelineParams(BaseModel):
@@ -52,36 +49,6 @@ class PipelineParams(BaseModel):
         description="Move the store's serving pointer to the new index if it passes the gate (npmcore api), "
         "or create it in a store that has none.",
     )
-
-
-class ShownAnswer(BaseModel):
-    """An answer with its best evidence: ``passage[start:end]`` is the answer in block ``block_id``, which
-    comes from ``source``."""
-
-    answer: str
-    score: float
-    block_id: str
-    passage: str
-    start: int
-    end: int
-    source: Citation
-
-
-class Answered(BaseModel):
-    query: str
-    answers: list[ShownAnswer]  # best first
-
-
-class PipelineResult(BaseModel):
-    corpus: str
-    encoder: str | None  # registered model URI; None: the shipped default encoder
-    index: str
-    factory: str
-    tokens: int
-    rows: list[EvalRow]
-    answered: list[Answered]
-    run_id: str  # the MLflow parent run
-    serving: str | None  # the index the store serves after the run (its serving pointer); None: none
 
 
 @flow(name="pipeline")

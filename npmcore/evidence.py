@@ -21,6 +21,7 @@ from npmcore.corpus import page_url
 from npmcore.encoder import special_frame
 from npmcore.phrases import Corpus
 from npmcore.snapshots import IndexSnapshot, open_corpus, read_shard
+from npmcore.sources import Citation
 
 
 @dataclass(frozen=True)
@@ -32,17 +33,6 @@ class Evidence:
 
 
 PASSAGE_CACHE = 4096  # passages kept tokenized (a few kB each)
-
-
-@dataclass(frozen=True)
-class Citation:
-    """Where a passage comes from."""
-
-    source: str  # the corpus source (npmcore.sources): its wiki ("simple.wikipedia.org"), else its file's name
-    wiki: str | None  # None for documents of no wiki (news, jsonl, lines)
-    dump_date: str | None  # ISO date of the source's dump, as its ingest was given it
-    title: str  # the article's
-    url: str | None  # the article's address (a wiki page's, a crawled article's); None where there is none
 
 
 @dataclass(frozen=True)

@@ -21,17 +21,13 @@ version, or a disk gone bad since), so a refused index costs no request.
 """
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from pathlib import Path
 
 import fsspec
-from fsspec.implementations.local import LocalFileSystem
 
 from npmcore.snapshots import INDEX, IndexSnapshot, open_datastore, open_index
-from npmcore.storage import SnapshotError, fsync, join, list_snapshots
+from npmcore.storage import SnapshotError, join, list_snapshots, replace_json
 
 POINTER = "serving.json"
 HISTORY = 10  # earlier indexes kept for rollback
@@ -84,7 +80,7 @@ def set_serving(store: str, index: str, reason: str = "set by hand", scores: dic
     current = read_serving(store)
     previous = [] if current is None else [current.index, *current.previous]
     pointer = Serving(snapshot.url, [p for p in previous if p != snapshot.url][:HISTORY], reason, dict(scores or {}))
-    _write(store, pointer)
+    replace_json(join(store, POINTER), asdict(pointer))
     return pointer
 
 
@@ -102,7 +98,7 @@ def rollback_serving(store: str) -> Serving:
         raise ValueError(f"{store} has no earlier serving index to roll back to")
     verify_index(current.previous[0])
     pointer = Serving(current.previous[0], current.previous[1:], "rollback")
-    _write(store, pointer)
+    replace_json(join(store, POINTER), asdict(pointer))
     return pointer
 
 
@@ -135,27 +131,3 @@ def check_datastore(index: IndexSnapshot) -> None:
                 f"datastore {datastore.url} of index {index.url}: {relpath} has {sizes[relpath]} bytes, "
                 f"its manifest says {entry.bytes}"
             )
-
-
-def _write(store: str, pointer: Serving) -> None:
-    """Replace the pointer whole: on a local store a temporary file flushed to disk, renamed, the rename flushed
-    (a power cut leaves the old pointer or the new one); on S3 one PUT."""
-    url = join(store, POINTER)
-    fs, path = fsspec.core.url_to_fs(url)
-    if not isinstance(fs, LocalFileSystem):
-        with fsspec.open(url, "w") as f:
-            json.dump(asdict(pointer), f, indent=1)
-        return
-    folder = Path(path).parent
-    fd, partial = tempfile.mkstemp(dir=folder, prefix=f".{POINTER}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(asdict(pointer), f, indent=1)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(partial, 0o644)
-        os.replace(partial, path)
-    finally:
-        if os.path.exists(partial):
-            os.unlink(partial)
-    fsync(folder)

@@ -37,6 +37,17 @@ class Source:
         return cls(**{**data, "inputs": tuple(data["inputs"]), "shards": tuple(data["shards"])})
 
 
+@dataclass(frozen=True)
+class Citation:
+    """Where a passage comes from."""
+
+    source: str  # the corpus source: its wiki ("simple.wikipedia.org"), else its file's name
+    wiki: str | None  # None for documents of no wiki (news, jsonl, lines)
+    dump_date: str | None  # ISO date of the source's dump, as its ingest was given it
+    title: str  # the article's
+    url: str | None  # the article's address (a wiki page's, a crawled article's); None where there is none
+
+
 def source_of(entry: dict) -> str:
     """The name of the source an input file belongs to (a manifest's input entry)."""
     return entry.get("wiki") or entry["source"]

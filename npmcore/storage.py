@@ -30,6 +30,7 @@ import logging
 import os
 import shutil
 import socket
+import tempfile
 import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
@@ -238,6 +239,29 @@ def fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def replace_json(url: str, data: object) -> None:
+    """Write ``data`` as the JSON file ``url``, replacing it whole: on a local store a temporary file flushed to
+    disk, renamed, the rename flushed (a power cut leaves the old file or the new one); on S3 one PUT."""
+    fs, path = fsspec.core.url_to_fs(url)
+    if not isinstance(fs, LocalFileSystem):
+        with fsspec.open(url, "w") as f:
+            json.dump(data, f, indent=1)
+        return
+    folder = Path(path).parent
+    fd, partial = tempfile.mkstemp(dir=folder, prefix=f".{Path(path).name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(partial, 0o644)
+        os.replace(partial, path)
+    finally:
+        if os.path.exists(partial):
+            os.unlink(partial)
+    fsync(folder)
 
 
 def fsync_tree(folder: Path) -> None:

@@ -8,10 +8,9 @@ import pytest
 from rich.console import Console, Group
 from rich.table import Table
 
-from flows.evaluate import EvalRow
 from flows.output import Legible, counts_table, evaluation, number, rows_table, table
-from flows.pipeline import Answered, PipelineResult, ShownAnswer
-from npmcore.evidence import Citation
+from flows.results import Answered, EvalRow, PipelineResult, ShownAnswer
+from npmcore.sources import Citation
 from npmcore.storage import Manifest
 
 FACTORY = "OPQ48,PQ48np"

@@ -3,25 +3,40 @@
 import json
 import socket
 import time
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 from test_output import assert_legible, cells, rendered
 from typer.testing import CliRunner
 
-from flows.cli import app
+from flows.cli import app, demo
 from flows.evaluate import EvalParams, evaluate
 from flows.index import IndexParams
 from flows.output import demo_story, rows_table
 from flows.params import IngestParams
 from flows.pipeline import PipelineParams, pipeline
 from flows.prefect_api import prefect_api
+from flows.results import EvalRow, PipelineResult
 from npmcore.serving import read_serving, serving_index
 from npmcore.snapshots import INDEX
 from npmcore.storage import list_snapshots, open_snapshot
 
 
-def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_path, news_lines):
+@dataclass(frozen=True)
+class Piped:
+    store: str
+    cloze: Path
+    first: PipelineResult
+    second: PipelineResult  # the same parameters again
+    evaluated: list[EvalRow]  # an evaluation in the same store
+
+
+@pytest.fixture(scope="module")
+def piped(tmp_path_factory, news_lines) -> Piped:
+    """The pipeline twice on 30 news articles, then an evaluation in its store."""
+    tmp_path = tmp_path_factory.mktemp("pipeline")
     raw = tmp_path / "news.txt"
     raw.write_text("\n".join(news_lines[:30]) + "\n")
     cloze = tmp_path / "cloze.jsonl"
@@ -43,6 +58,11 @@ def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_
         second = pipeline(params)
         # an evaluation in the same store builds its reference index there (BM25 alone) and never serves it
         evaluated = evaluate(EvalParams(tasks=["cloze"], data=str(cloze), store=store, corpus=first.corpus))
+    return Piped(store, cloze, first, second, evaluated)
+
+
+def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(piped):
+    store, cloze, first, second, evaluated = piped.store, piped.cloze, piped.first, piped.second, piped.evaluated
     assert (second.corpus, second.index, second.rows) == (first.corpus, first.index, first.rows)
     assert first.serving == first.index and read_serving(store).reason.startswith("pipeline passed its gate")
     indexes = {url: manifest.config["factory"] for url, manifest in list_snapshots(store, INDEX)}
@@ -91,6 +111,54 @@ def test_pipeline_stages_are_nested_runs_with_lineage_and_a_rerun_is_cached(tmp_
         [e.experiment_id for e in client.search_experiments()],
         filter_string=f"tags.mlflow.parentRunId = '{second.run_id}' and attributes.run_name LIKE 'cloze%'",
     )
+
+
+def test_a_demo_with_nothing_to_do_prints_its_stored_result_once_its_snapshots_check(piped, monkeypatch):
+    """`npmcore demo` run again: the stored result, printed without running the flow, while its key, snapshots,
+    serving pointer and MLflow database are as they were; each change sends it back to the pipeline."""
+    store, first = piped.store, piped.first
+    ran: list[str] = []
+
+    def run_demo(*args):
+        ran.append(store)
+        return first, uri(store)
+
+    monkeypatch.setattr(demo, "run_demo", run_demo)
+
+    def rerun() -> str:
+        result = CliRunner().invoke(app, ["demo", "--store", store], env={"COLUMNS": "80"})
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    key = demo.demo_key(store, 0, "auto")
+    assert "What was built" in rerun() and ran == [store]  # no record yet: the pipeline ran, and was recorded
+    record = json.loads((Path(store) / demo.RECORD).read_text())
+    assert record["key"] == key and PipelineResult.model_validate(record["result"]) == first
+    output = rerun()
+    assert ran == [store] and output.startswith("Up to date (nothing rerun): the demo of ")
+    assert f"MLflow: parent run {first.run_id}" in output and f"npmcore query --index {first.index} " in output
+    assert demo.demo_key(store, 1, "auto") != key != demo.demo_key(store, 0, "bf16")
+
+    def changed(undo) -> None:  # the change sends the demo to the pipeline; undone, it is up to date again
+        assert demo.unchanged_result(store, key) is None
+        undo()
+        assert demo.unchanged_result(store, key) is not None
+
+    pointer = Path(store) / "serving.json"
+    served = pointer.read_text()
+    pointer.unlink()
+    changed(lambda: pointer.write_text(served))
+    files = sorted(p for p in Path(first.index).rglob("*") if p.is_file() and p.name != "manifest.json")
+    index_file = files[0]
+    data = index_file.read_bytes()
+    index_file.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))
+    changed(lambda: index_file.write_bytes(data))
+    database = Path(store) / "mlflow.db"
+    database.rename(database.with_suffix(".moved"))
+    changed(lambda: database.with_suffix(".moved").rename(database))
+    recorded = (Path(store) / demo.RECORD).read_text()
+    (Path(store) / demo.RECORD).write_text(recorded.replace(key, "0" * 64))
+    changed(lambda: (Path(store) / demo.RECORD).write_text(recorded))
 
 
 @pytest.mark.parametrize("command", [["demo"], ["eval", "--task", "mr", "--limit", "5"]])

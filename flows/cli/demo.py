@@ -1,13 +1,30 @@
-"""Pipeline commands: the demo, the main job on the embedded default corpus."""
+"""Pipeline commands: the demo, the main job on the embedded default corpus.
 
+A rerun that has nothing to do costs a check of its snapshots: the demo keeps its last result in the store
+(``demo.json``) under a key of everything the result depends on (its options, the MLflow URI, the bytes of the
+default corpus, the cloze facts, the shipped encoder and this package's code). When the key matches and the corpus
+and index it names are intact (their sha256, the datastore's sizes) and the store serves what it served, the result
+is printed again without starting Prefect, Dask or MLflow; anything else runs the pipeline, whose stages reuse what
+they find built.
+"""
+
+import hashlib
+import json
+import os
 import sys
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Annotated
 
+import fsspec
 import typer
 
 from flows.cli.common import DaskAddress, Precision, Store, Workers, cluster_params, command, console
-from flows.params import IngestParams, absolute_store
-from npmcore.storage import open_snapshot
+from flows.params import CLOZE_TEST, IngestParams, absolute_store
+from flows.results import PipelineResult
+from npmcore import __version__
+from npmcore.corpus import default_corpus
+from npmcore.storage import SnapshotError, existing_snapshot, join, open_snapshot, replace_json
 
 app = typer.Typer()
 PANEL = "Pipeline"
@@ -15,6 +32,8 @@ PANEL = "Pipeline"
 
 DEMO_BATCH = 8  # --train-steps: a short run from scratch shows the training stage, not a useful encoder
 DEMO_QUERY = "Anarchism is a political philosophy that advocates [MASK] societies."
+RECORD = "demo.json"  # in the store: the last demo's result, its key and its MLflow URI
+CODE = ("npmcore", "flows", "tasks")  # the package's folders, code and shipped encoder
 
 
 @app.command(name="demo", rich_help_panel=PANEL)
@@ -32,33 +51,91 @@ def demo_command(
     dask_address: DaskAddress = None,
     workers: Workers = None,
 ) -> None:
-    """The main job (flow pipeline) on the embedded default corpus: ingest, (train), index, evaluate, a query."""
-    from flows.prefect_api import prefect_api
-
-    with prefect_api(imports=["flows.pipeline"]):  # its imports while a temporary server starts
-        from flows.evaluate import EvalParams
-        from flows.index import IndexParams
-        from flows.pipeline import CLOZE_TEST, PipelineParams, pipeline
-        from flows.train import TrainParams
-
-        params = PipelineParams(
-            ingest=IngestParams(
-                store=store, cluster=cluster_params(dask_address, workers), pages_per_partition=25
-            ),  # shards embedded in parallel
-            train=TrainParams(store=store, steps=train_steps, batch_size=DEMO_BATCH) if train_steps else None,
-            index=IndexParams(store=store, precision=precision),
-            evaluate=EvalParams(tasks=["cloze"], data=str(CLOZE_TEST), store=store),
-            queries=[DEMO_QUERY],
-        )
-        result = pipeline(params, progress=sys.stderr.isatty())
+    """The main job (flow pipeline) on the embedded default corpus: ingest, (train), index, evaluate, a query.
+    A rerun with nothing to do prints the stored result after checking its snapshots (a few seconds)."""
+    store = absolute_store(store)
+    key = demo_key(store, train_steps, precision)
+    if (stored := unchanged_result(store, key)) is not None:
+        result, uri, at = stored
+        when = at[:16].replace("T", " ")
+        console.print(f"[dim]Up to date (nothing rerun): the demo of {when} UTC, snapshots checked[/]")
+    else:
+        result, uri = run_demo(store, train_steps, precision, cluster_params(dask_address, workers))
+        at = datetime.now(UTC).isoformat(timespec="seconds")
+        replace_json(join(store, RECORD), {"key": key, "at": at, "tracking_uri": uri, "result": result.model_dump()})
     from flows.output import demo_story
-    from npmcore.tracking import tracking_uri
 
     encoder = (
         f"{result.encoder}, trained {train_steps} steps of {DEMO_BATCH} sequences from MiniLM-L6"
         if train_steps
         else "the shipped NPM-trained MiniLM-L6 (npmcore/checkpoints/npm-minilm-l6)"
     )
-    uri = tracking_uri(absolute_store(store))
     story = demo_story(result, open_snapshot(result.corpus), encoder, str(CLOZE_TEST), uri)
     console.print(story, highlight=False, crop=False)  # its commands are whole lines, however long
+
+
+def run_demo(store: str, train_steps: int, precision: str, cluster) -> tuple[PipelineResult, str]:
+    """The pipeline flow on the default corpus; its result and the MLflow URI it was tracked at."""
+    from flows.prefect_api import prefect_api
+
+    with prefect_api(imports=["flows.pipeline"]):  # its imports while a temporary server starts
+        from flows.evaluate import EvalParams
+        from flows.index import IndexParams
+        from flows.pipeline import PipelineParams, pipeline
+        from flows.train import TrainParams
+
+        params = PipelineParams(
+            ingest=IngestParams(store=store, cluster=cluster, pages_per_partition=25),  # shards embedded in parallel
+            train=TrainParams(store=store, steps=train_steps, batch_size=DEMO_BATCH) if train_steps else None,
+            index=IndexParams(store=store, precision=precision),
+            evaluate=EvalParams(tasks=["cloze"], data=str(CLOZE_TEST), store=store),
+            queries=[DEMO_QUERY],
+        )
+        result = pipeline(params, progress=sys.stderr.isatty())
+    from npmcore.tracking import tracking_uri
+
+    return result, tracking_uri(store)
+
+
+def demo_key(store: str, train_steps: int, precision: str) -> str:
+    """sha256 of what the demo's result depends on: its options, the MLflow URI asked for, and the bytes of the
+    default corpus, the cloze facts and every file of the package (its code, the shipped encoder)."""
+    digest = hashlib.sha256(
+        json.dumps([store, train_steps, precision, os.environ.get("MLFLOW_TRACKING_URI"), __version__]).encode()
+    )
+    root = Path(__file__).resolve().parents[2]
+    code = sorted(
+        p for folder in CODE for p in (root / folder).rglob("*") if p.is_file() and "__pycache__" not in p.parts
+    )
+    for path in [*map(Path, default_corpus()), CLOZE_TEST, *code]:
+        digest.update(f"{path.name}:{path.stat().st_size}:".encode())
+        with path.open("rb") as f:
+            digest.update(hashlib.file_digest(f, "sha256").digest())
+    return digest.hexdigest()
+
+
+def unchanged_result(store: str, key: str) -> tuple[PipelineResult, str, str] | None:
+    """The stored result, its MLflow URI and when it was made, if its key is ``key``, its corpus and index are
+    intact, the store serves what it served then and its MLflow database is there; else None (run again)."""
+    from npmcore.serving import read_serving, verify_index
+
+    try:
+        with fsspec.open(join(store, RECORD)) as f:
+            record = json.load(f)
+    except FileNotFoundError:
+        return None
+    if record.get("key") != key:
+        return None
+    result, uri = PipelineResult.model_validate(record["result"]), record["tracking_uri"]
+    if existing_snapshot(result.corpus) is None:
+        return None
+    try:
+        verify_index(result.index)
+    except SnapshotError:
+        return None
+    pointer = read_serving(store)
+    if (pointer and pointer.index) != result.serving:
+        return None
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+        return None
+    return result, uri, record["at"]
