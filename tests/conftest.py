@@ -46,6 +46,24 @@ NEWS_ARTICLES = 60  # Lee news articles in the shared index (about 15k tokens)
 NEWS_PARTITION_MB = 0.025  # several corpus shards, so that merging and resuming have something to do
 
 
+@pytest.fixture(scope="session", autouse=True)
+def dask_scheduler() -> Iterator[str]:
+    """One local Dask cluster per test process, its two workers warm (their imports done once), exported as
+    ``DASK_SCHEDULER_ADDRESS`` as an operator's shell would: every flow and command given no scheduler uses it
+    instead of starting one of its own (several seconds of worker start-up each). Tests of the local cluster
+    itself (tests/test_dask_cluster.py, test_flows.py) start their own."""
+    from distributed import LocalCluster
+
+    from npmcore.cluster import local_cluster_options
+
+    with LocalCluster(**local_cluster_options(2)) as cluster:
+        os.environ["DASK_SCHEDULER_ADDRESS"] = cluster.scheduler_address
+        try:
+            yield cluster.scheduler_address
+        finally:
+            del os.environ["DASK_SCHEDULER_ADDRESS"]
+
+
 @pytest.fixture(scope="session")
 def tokenizer():
     from npmcore.encoder import load_tokenizer
@@ -282,7 +300,7 @@ class NewsStore:
 @pytest.fixture(scope="session")
 def news_store(tmp_path_factory, news_lines, prefect_server) -> NewsStore:
     """The shared index of the inference, evaluation, CLI and S3 tests: the news articles ingested
-    and indexed by the flows, their shards embedded on a local Dask cluster of two workers."""
+    and indexed by the flows, their shards embedded on the session's local Dask cluster of two workers."""
     from flows.index import IndexParams, index_corpus
     from flows.ingest import ingest_corpus
     from flows.params import ClusterParams, IngestParams
@@ -292,7 +310,7 @@ def news_store(tmp_path_factory, news_lines, prefect_server) -> NewsStore:
     raw = tmp_path_factory.mktemp("raw") / "news.txt"
     raw.write_text("\n".join(news_lines[:NEWS_ARTICLES]) + "\n")
     store = str(tmp_path_factory.mktemp("news-store"))
-    with dask_cluster(n_workers=2) as address:
+    with dask_cluster(os.environ["DASK_SCHEDULER_ADDRESS"]) as address:
         cluster = ClusterParams(dask_address=address)
         corpus = ingest_corpus(
             IngestParams(inputs=[str(raw)], store=store, partition_mb=NEWS_PARTITION_MB, cluster=cluster)

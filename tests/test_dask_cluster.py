@@ -269,8 +269,12 @@ def test_ingest_survives_a_worker_killed_halfway_through_a_shard(two_workers, ne
     assert not list(store.glob("corpus/.*")), "a staging folder was left behind"
 
 
+@pytest.mark.slow
 def test_embedding_survives_a_worker_killed_halfway_through_a_shard(two_workers, news_store, tmp_path):
-    """As the ingest: the shard the killed worker was writing (no marker yet) is embedded again by another."""
+    """As the ingest: the shard the killed worker was writing (no marker yet) is embedded again by another.
+    Fast tests of the same: a worker killed halfway through a shard
+    (test_ingest_survives_a_worker_killed_halfway_through_a_shard), a datastore build resumed after a killed
+    shard (tests/test_datastore.py test_resume_after_a_killed_shard_equals_a_clean_build)."""
     store = tmp_path / "store"
     lost = two_workers.run_on_scheduler(lost_tasks, "embed_shard")
     with a_worker_killed_in(two_workers, "npmcore.datastore", "save_array", tmp_path / "killed"):

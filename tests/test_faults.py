@@ -93,9 +93,13 @@ def test_a_full_store_raises_naming_it_and_removes_the_unfinished_snapshot(small
     assert not list((small_disk / "store" / "corpus").iterdir())
 
 
+@pytest.mark.slow
 def test_npmcore_ingest_into_a_full_store_says_so_in_one_line_then_completes_once_there_is_room(
     small_disk, wiki_slice, reference, prefect_server
 ):
+    """Fast tests of the same: the full store's error naming it, nothing left behind
+    (test_a_full_store_raises_naming_it_and_removes_the_unfinished_snapshot), and a command's one line for it
+    (test_npmcore_register_into_a_full_store_names_its_mlflow_database_in_one_line_then_registers_once_there_is_room)."""
     store = small_disk / "store"
     args = [str(BIN / "npmcore"), "ingest", wiki_slice, "--store", str(store), "--workers", "1"]
     args += ["--pages-per-partition", str(CONFIG.pages_per_partition)]

@@ -25,8 +25,8 @@ def serial_snapshot(tmp_path_factory, default_inputs) -> str:
     return ingest(default_inputs, str(tmp_path_factory.mktemp("serial")), CONFIG)
 
 
-def test_dask_and_single_process_give_identical_snapshots(tmp_path, serial_snapshot, default_inputs):
-    with dask_client(n_workers=2) as client:
+def test_dask_and_single_process_give_identical_snapshots(tmp_path, serial_snapshot, default_inputs, dask_scheduler):
+    with dask_client(dask_scheduler) as client:
         parallel = ingest(default_inputs, str(tmp_path), CONFIG, client)
     a, b = open_snapshot(serial_snapshot), open_snapshot(parallel)
     assert a.id == b.id and a.files == b.files and a.counts == b.counts

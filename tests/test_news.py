@@ -63,8 +63,8 @@ def test_a_month_ingests_to_exactly_its_unique_english_articles(months, october)
     assert counts["records"] == FILES_PER_MONTH + 2 * len(months[0].planted)  # warcinfo, then request + response
 
 
-def test_dask_workers_give_the_same_snapshot(months, october, tmp_path):
-    with dask_client(n_workers=2) as client:
+def test_dask_workers_give_the_same_snapshot(months, october, tmp_path, dask_scheduler):
+    with dask_client(dask_scheduler) as client:
         parallel = ingest([str(p) for p in months[0].files], str(tmp_path), client=client)
     a, b = open_snapshot(october), open_snapshot(parallel)
     assert a.id == b.id and a.files == b.files and a.counts == b.counts

@@ -158,8 +158,12 @@ def assert_same_as_local(remote: Snapshots, local: Snapshots, store: str, cache:
     assert answers == local_answers
 
 
+@pytest.mark.slow
 def test_ingest_index_and_query_on_s3_match_a_local_store(s3_bucket, dask_address, news_store, tmp_path, monkeypatch):
-    """The shared news store, built again through the CLI with its store on S3."""
+    """The shared news store, built again through the CLI with its store on S3. Fast tests of the same: snapshots
+    written to S3 equal the local store's and a remote one is read through its verified local copy
+    (test_a_flaky_store_is_retried_into_the_snapshots_of_a_sound_one), the CLI on S3
+    (test_an_s3_store_without_credentials_fails_fast_and_is_left_untouched)."""
     local = Snapshots(news_store.corpus, news_store.datastore, news_store.index)
     store = f"s3://{s3_bucket}/store"
     remote = build_on_s3(news_store.raw, store, dask_address)

@@ -250,8 +250,12 @@ def checkpoint_config(run) -> dict:
     return manifest.config
 
 
+@pytest.mark.slow
 def test_torchrun_trains_on_two_processes_and_the_run_can_be_registered(tmp_path, config):
-    """A preset with overrides: the overrides win, the preset fills the rest, warm-up keeps its share."""
+    """A preset with overrides: the overrides win, the preset fills the rest, warm-up keeps its share. Fast tests
+    of the same: two processes train as one (test_two_process_ddp_equals_one_process_for_every_objective), a run
+    registered (tests/test_flows.py test_train_flow_logs_metrics_and_registers_the_encoder), presets and overrides
+    (test_main_applies_the_preset_then_the_overrides)."""
     run = tmp_path / "run"
     command = [
         sys.executable,
