@@ -7,7 +7,7 @@ The command line, the query service and its page answer both; the answer says ho
 from dataclasses import dataclass
 from typing import Literal
 
-from npmcore.evaluation.templates import MASK, question_query
+MASK = "[MASK]"
 
 # The words a question starts with (an interrogative or an auxiliary put first: "Is Paris in France?")
 QUESTION_WORDS = frozenset(
@@ -22,6 +22,11 @@ class Asked:
     text: str  # as it was typed
     query: str  # what NPM is asked: a sentence with one [MASK]
     how: How  # "mask": the text itself; "question": the question asked as the paper asks NQ and TriviaQA
+
+
+def question_query(question: str) -> str:
+    """``"who wrote hamlet"`` or ``"Who wrote Hamlet?"`` -> ``"... hamlet? The answer is [MASK]."``"""
+    return f"{question.removesuffix('?').rstrip()}? The answer is {MASK}."
 
 
 QUOTES = "\"'“”‘’«»()"

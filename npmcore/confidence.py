@@ -35,15 +35,12 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from npmcore.phrases import Phrases
 from npmcore.ranking import FEATURE_NAMES, Ranker
-
-if TYPE_CHECKING:
-    from npmcore.inference import Answer
 
 CONFIDENCE_FILE = "confidence.skops"
 CONFIDENCE_FEATURES = (
@@ -228,7 +225,13 @@ def abstention_threshold(confidence: np.ndarray, right: np.ndarray, weight: np.n
     return float(ranked[int(np.argmax(gain))])
 
 
-def abstention(calibrator: Calibrator | None, answers: Sequence["Answer"], min_confidence: float | None) -> dict:
+class Rated(Protocol):
+    """What abstention reads of an answer (:class:`npmcore.inference.Answer`): its confidence, if any."""
+
+    confidence: float | None
+
+
+def abstention(calibrator: Calibrator | None, answers: Sequence[Rated], min_confidence: float | None) -> dict:
     """Whether a query's answers are withheld as "not in this corpus": its first answer's confidence is below
     ``min_confidence`` (None: the calibrator's), or nothing was found. Without confidence (NPM's scoring, or no
     calibrator for the encoder) nothing is withheld and ``min_confidence`` is None."""

@@ -21,6 +21,7 @@ from typing import Literal
 
 import numpy as np
 
+from npmcore.asking import question_query
 from npmcore.evaluation.readers import (
     GOOGLE_RE_TEMPLATES,
     kamel_files,
@@ -42,7 +43,6 @@ from npmcore.evaluation.templates import (
     kamel_query,
     label_words,
     lama_query,
-    question_query,
 )
 
 logger = logging.getLogger(__name__)

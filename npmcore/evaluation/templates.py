@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MASK = "[MASK]"
+from npmcore.asking import MASK
 
 
 @dataclass(frozen=True)
@@ -142,11 +142,6 @@ def label_words(spec: ClosedSpec, data_dir: Path) -> tuple[tuple[str, ...], ...]
 def lama_query(template: str, subject: str) -> str:
     """``"[X] was born in [Y] ."`` -> ``"Dante was born in [MASK]."`` (the reference code's `` .`` fix)."""
     return template.replace(" .", ".").replace("[X]", subject).replace("[Y]", MASK)
-
-
-def question_query(question: str) -> str:
-    """``"who wrote hamlet"`` or ``"Who wrote Hamlet?"`` -> ``"... hamlet? The answer is [MASK]."``"""
-    return f"{question.removesuffix('?').rstrip()}? The answer is {MASK}."
 
 
 def kamel_query(question: str, subject: str) -> str:
