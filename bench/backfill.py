@@ -34,7 +34,7 @@ from flows.backfill import BackfillParams, BackfillResult, backfill_dump  # noqa
 from flows.params import ClusterParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
 from npmcore.cluster import dask_cluster  # noqa: E402
-from npmcore.corpus import default_corpus  # noqa: E402
+from npmcore.corpus.readers import default_corpus  # noqa: E402
 from npmcore.storage import read_manifest  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "enwiki_sample"

@@ -13,7 +13,7 @@ Simple English Wikipedia, the five knowledge tasks against it as the paper table
 ``--limit`` seeded facts of each (``bench/ranker.py``'s ``DATED``). Each answer among a fact's best five is right
 when it is an exact match of a gold answer (the evaluation's test).
 
-:func:`npmcore.confidence.fit_calibrator` fits gradient-boosted trees on all of them (every answer weighing the
+:func:`npmcore.answer.confidence.fit_calibrator` fits gradient-boosted trees on all of them (every answer weighing the
 same) and chooses ``min_confidence``; ``--folds``-fold cross-validation over the facts (seeded) says how well a
 calibrator fitted without a fact rates its first answer: per set the expected calibration error, the area under
 the risk-coverage curve and the accuracy at 10%, 25%, 50% and 100% coverage
@@ -41,14 +41,14 @@ from ranker import CLOZE_SETS, DATED, dev_tasks  # noqa: E402
 from flows.evaluate import EvalParams, runs_of, task_indexes  # noqa: E402
 from flows.params import ClusterParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
+from npmcore.answer.confidence import CONFIDENCE_FILE, confidence_features, fit_calibrator  # noqa: E402
+from npmcore.answer.inference import NPM  # noqa: E402
+from npmcore.answer.ranking import Ranker  # noqa: E402
 from npmcore.cluster import dask_cluster  # noqa: E402
-from npmcore.confidence import CONFIDENCE_FILE, confidence_features, fit_calibrator  # noqa: E402
 from npmcore.encoder import default_encoder_path, local_model_dir  # noqa: E402
 from npmcore.evaluation.metrics import exact_match  # noqa: E402
 from npmcore.evaluation.selective import calibration_report  # noqa: E402
 from npmcore.evaluation.tasks import Task  # noqa: E402
-from npmcore.inference import NPM  # noqa: E402
-from npmcore.ranking import Ranker  # noqa: E402
 from npmcore.tracking import resolve_encoder, tracking, tracking_uri  # noqa: E402
 
 ANSWERS = 5  # answers per fact fitted on: the service shows five, each with its confidence

@@ -7,7 +7,7 @@ corpus blocks exactly as the datastore embeds them, special tokens included) hol
 ``--tokens`` tokens, once per ``--batch-tokens`` (the padded tokens of a forward; the datastore's
 setting), after one untimed warm-up pass on a small slice, in the precision the datastore's ``auto``
 takes there without a probe: on a GPU bf16 autocast (the figure includes moving the vectors back to
-host memory, as the datastore does), on a CPU f32 (``npmcore.precision`` is not imported: it needs
+host memory, as the datastore does), on a CPU f32 (``npmcore.index.precision`` is not imported: it needs
 packages a lent GPU machine lacks).
 Needs only torch, transformers, numpy and pyarrow (it runs on a lent GPU machine, infra/README.md).
 Prints one line per setting and, last, one JSON object
@@ -28,7 +28,7 @@ configure_environment()
 
 import torch  # noqa: E402
 
-from npmcore.bundle import read_bundle  # noqa: E402
+from npmcore.corpus.bundle import read_bundle  # noqa: E402
 from npmcore.encoder import cached_encoder, default_encoder_path, encode, fast_forward  # noqa: E402
 
 

@@ -59,12 +59,12 @@ def main() -> None:
     import faiss
     import numpy as np
 
+    from npmcore.answer.inference import NPM
     from npmcore.cluster import dask_client
-    from npmcore.datastore import build_datastore
-    from npmcore.faiss_index import OPQ_ITERATIONS, default_train_size, rescore, set_search_params, train_index
-    from npmcore.indexer import IndexConfig, build_index
-    from npmcore.inference import NPM
-    from npmcore.ingest import ingest
+    from npmcore.corpus.ingest import ingest
+    from npmcore.index.datastore import build_datastore
+    from npmcore.index.faiss_index import OPQ_ITERATIONS, default_train_size, rescore, set_search_params, train_index
+    from npmcore.index.indexer import IndexConfig, build_index
     from npmcore.snapshots import iter_shards
 
     with tempfile.TemporaryDirectory(prefix="npm-bench-") as store:

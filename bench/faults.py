@@ -171,7 +171,7 @@ def snapshot_state(store: Path) -> dict:
     """Every listed snapshot (kind, id) with its files' checksums and sizes, and the index served, relative to
     ``store``. Lucene's files (``bm25/``) by their sizes alone: Lucene writes a random segment id (and its
     checksum) into every one, so two uninterrupted builds differ there too."""
-    from npmcore.serving import read_serving
+    from npmcore.serve.serving import read_serving
     from npmcore.storage import list_snapshots
 
     state: dict = {}
@@ -188,7 +188,7 @@ def snapshot_state(store: Path) -> dict:
 def visible_problems(store: Path) -> list[str]:
     """What a killed command left that looks complete: a listed snapshot failing its checksums, a folder the store
     does not list that ``serving set`` accepts, a serving pointer unreadable or naming a broken index."""
-    from npmcore.serving import read_serving, set_serving
+    from npmcore.serve.serving import read_serving, set_serving
     from npmcore.storage import SnapshotError, list_snapshots, open_snapshot
 
     problems = []

@@ -75,13 +75,13 @@ def main() -> None:
     import numpy as np
     import torch
 
+    from npmcore.answer.inference import NPM, InferenceConfig
     from npmcore.cluster import dask_client
-    from npmcore.datastore import build_datastore
+    from npmcore.corpus.ingest import ingest
     from npmcore.encoder import load_encoder, torch_forward
-    from npmcore.faiss_index import search
-    from npmcore.indexer import IndexConfig, build_index
-    from npmcore.inference import NPM, InferenceConfig
-    from npmcore.ingest import ingest
+    from npmcore.index.datastore import build_datastore
+    from npmcore.index.faiss_index import search
+    from npmcore.index.indexer import IndexConfig, build_index
     from npmcore.snapshots import iter_shards, read_blocks
     from npmcore.storage import read_manifest
 

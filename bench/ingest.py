@@ -18,7 +18,7 @@ from npmcore.runtime import configure_environment
 configure_environment()
 
 from npmcore.cluster import dask_client  # noqa: E402
-from npmcore.ingest import ingest  # noqa: E402
+from npmcore.corpus.ingest import ingest  # noqa: E402
 from npmcore.storage import open_snapshot  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

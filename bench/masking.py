@@ -19,10 +19,10 @@ configure_environment()
 
 import torch  # noqa: E402
 
-from npmcore.blocks import split_document  # noqa: E402
-from npmcore.corpus import read_wikiextractor  # noqa: E402
+from npmcore.corpus.blocks import split_document  # noqa: E402
+from npmcore.corpus.readers import read_wikiextractor  # noqa: E402
 from npmcore.encoder import load_tokenizer  # noqa: E402
-from npmcore.masking import MaskingConfig, mask_spans  # noqa: E402
+from npmcore.model.masking import MaskingConfig, mask_spans  # noqa: E402
 from npmcore.vocab import vocab_tables  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -17,7 +17,7 @@ Wikipedia of December 2021 (``shared/data/simplewiki``, or ``--simplewiki DIR``)
 4. one MLflow parent run (experiment ``npm-paper-table``) holds every evaluation as a nested run named
    ``{datastore}/{task}/{system}/tau=1``: against 2015, the temporal facts and entity translation; against
    2020, the temporal facts again, then each of T-REx, Google-RE, KAMEL, NQ and TriviaQA against 2020 and at once
-   against the combined datastore (the passages the two share are encoded once: :mod:`npmcore.passage_vectors`);
+   against the combined datastore (the passages the two share are encoded once: :mod:`npmcore.answer.passage_vectors`);
    the parent's metrics are the table (every number of the JSON line below, flattened: ``combined.trex``,
    ``ceilings.trex``, ``calibration.trex.ece``, …), its params the encoder, the split and the datastores;
 5. the **adapted** row (``--no-adapted`` leaves it out): a query encoder (``npmcore train --side query``) trained
@@ -64,7 +64,7 @@ baselines out (comparing encoders on dev). The last line is one JSON object, als
 
 The top-level knowledge scores, ``ceilings`` and ``calibration`` are the 2020 dump's; ``combined`` holds the same
 against the 2020 dump and Simple English Wikipedia together. ``calibration``: how well each answer's confidence
-(``npmcore.confidence``, the encoder's calibrator; null without one) says when it is right, per task (temporal:
+(``npmcore.answer.confidence``, the encoder's calibrator; null without one) says when it is right, per task (temporal:
 against the 2020 dump): expected calibration error, area under the risk-coverage curve, accuracy of the most
 confident 10%, 25%, 50% and all answers.
 ``entity_translation`` is the average over the languages with at least 30 facts of their exact match (the

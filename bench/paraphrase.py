@@ -36,11 +36,11 @@ configure_environment()
 from flows.evaluate import EvalParams, runs_of, task_indexes  # noqa: E402
 from flows.params import ClusterParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
+from npmcore.answer.inference import NPM, SCORINGS, InferenceConfig  # noqa: E402
 from npmcore.cluster import dask_cluster  # noqa: E402
 from npmcore.evaluation.diagnostics import KINDS, Diagnosis, gold_rank, summarize  # noqa: E402
 from npmcore.evaluation.metrics import exact_match  # noqa: E402
 from npmcore.evaluation.tasks import Task, load_task  # noqa: E402
-from npmcore.inference import NPM, SCORINGS, InferenceConfig  # noqa: E402
 from npmcore.tracking import resolve_encoder  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

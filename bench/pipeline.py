@@ -8,7 +8,7 @@ Usage: python bench/pipeline.py [--store DIR] [--log FILE]
    parent run), ``ingest``, the index flow's ``embedding``, ``faiss`` and ``bm25`` (its ``seconds.*``
    metrics; ``plan`` holds its ``plan_seconds.*`` estimates) and the rest of ``index``, ``evaluate``
    (the index's end to the parent run's) and ``finish`` (the query, the story, shutting down);
-   ``precision`` is the one the index flow embedded in (its ``auto`` resolved: ``npmcore.precision``).
+   ``precision`` is the one the index flow embedded in (its ``auto`` resolved: ``npmcore.index.precision``).
 2. The same command again, nothing changed: ``cached_s`` (every stage's output found).
 3. Every block of the demo's corpus through the encoder in this process, batches as the datastore
    forms them (8,192 padded tokens): with torch in float32, the fixed reference (``forward_s``;
@@ -98,7 +98,7 @@ def forward_rates(corpus: str) -> dict[str, object]:
         load_encoder,
         torch_forward,
     )
-    from npmcore.precision import cpu_flags, has_bf16_units
+    from npmcore.index.precision import cpu_flags, has_bf16_units
     from npmcore.snapshots import read_blocks
 
     sequences = [ids for table in read_blocks(corpus, ["token_ids"]) for ids in table.column("token_ids").to_pylist()]
@@ -132,7 +132,7 @@ def matmul_gflops(n: int = 4096, repeats: int = 5) -> dict[str, float]:
     import openvino.opset13 as ops
     import torch
 
-    from npmcore.precision import cpu_flags, has_bf16_units
+    from npmcore.index.precision import cpu_flags, has_bf16_units
 
     a, b = (np.random.default_rng(i).random((n, n), dtype=np.float32) for i in (0, 1))
     x = ops.parameter([n, n], ov.Type.f32)

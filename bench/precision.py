@@ -36,8 +36,8 @@ from flows.index import IndexParams, index_corpus  # noqa: E402
 from flows.ingest import ingest_corpus  # noqa: E402
 from flows.params import IngestParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
+from npmcore.answer.inference import NPM, InferenceConfig  # noqa: E402
 from npmcore.evaluation.tasks import load_task  # noqa: E402
-from npmcore.inference import NPM, InferenceConfig  # noqa: E402
 from npmcore.machine import cpu_name  # noqa: E402
 from npmcore.snapshots import DatastoreRows, open_datastore  # noqa: E402
 

@@ -17,7 +17,7 @@ for word, one name, year, number or other word masked; ``bench/verbatim.py`` dra
 "verbatim"} and, for the open-set tasks, the share of answers that repeat a content word of the query
 ({"trex_query_copy_rate", …}). ``--scoring`` ranks open-set candidates by evidence (the default) or
 by NPM's own scores (the paper's). ``--precision`` is the encoder's, for the reference corpora's vectors and
-the queries alike (``auto``: this machine's, :mod:`npmcore.precision`).
+the queries alike (``auto``: this machine's, :mod:`npmcore.index.precision`).
 
 ``--split dev`` evaluates the tuning data instead: SST-2's dev file, the LAMA dev facts
 (one fifth of the facts, by uuid hash, never in the test split), the cloze dev split and,
@@ -40,8 +40,8 @@ configure_environment()
 
 from flows.evaluate import EvalParams, evaluate  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
-from npmcore.inference import SCORINGS  # noqa: E402
-from npmcore.precision import SETTINGS  # noqa: E402
+from npmcore.answer.inference import SCORINGS  # noqa: E402
+from npmcore.index.precision import SETTINGS  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TASKS = {"test": ["mr", "sst2", "cr", "trex", "google_re", "cloze"], "dev": ["sst2", "trex", "google_re", "cloze"]}

@@ -19,7 +19,7 @@ seeded; each set weighing the same in the fit. A
 candidate is right when its decoded text equals a gold answer, accents and punctuation aside
 (``npmcore.evaluation.diagnostics.answer_key``).
 
-:func:`npmcore.ranking.fit_ranker` fits the weights on all of them; ``--folds``-fold cross-validation
+:func:`npmcore.answer.ranking.fit_ranker` fits the weights on all of them; ``--folds``-fold cross-validation
 over the same facts (seeded folds) says how well weights fitted without a fact rank it. Writes
 ``ranker.json`` into ``--out`` (default: the encoder's own folder, the shipped encoder's when no
 ``--model`` is given) and logs one MLflow run (experiment npm-ranker in the store): the weights as
@@ -44,12 +44,12 @@ from paper_table import COMBINED_PASSAGES, KNOWLEDGE_PASSAGES, NAMES_PASSAGES, Q
 from flows.evaluate import EvalParams, runs_of, task_indexes  # noqa: E402
 from flows.params import ClusterParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
+from npmcore.answer.inference import NPM, InferenceConfig, ranker_of  # noqa: E402
+from npmcore.answer.ranking import RANKER_FILE, Labelled, Ranker, fit_ranker  # noqa: E402
 from npmcore.cluster import dask_cluster  # noqa: E402
 from npmcore.encoder import default_encoder_path, local_model_dir  # noqa: E402
 from npmcore.evaluation.diagnostics import right_answers  # noqa: E402
 from npmcore.evaluation.tasks import Task, load_task  # noqa: E402
-from npmcore.inference import NPM, InferenceConfig, ranker_of  # noqa: E402
-from npmcore.ranking import RANKER_FILE, Labelled, Ranker, fit_ranker  # noqa: E402
 from npmcore.tracking import resolve_encoder, tracking, tracking_uri  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -151,7 +151,7 @@ def exact_top_k(datastore: str, queries: np.ndarray, k: int) -> np.ndarray:
 
 def latencies(npm, queries: list[str], k: int) -> dict[str, float]:
     """Warm latency of one query at a time: open-set (BM25-restricted) and closed-set (kNN, two labels)."""
-    from npmcore.inference import InferenceConfig
+    from npmcore.answer.inference import InferenceConfig
 
     labels = [np.array(npm.tokenizer.convert_tokens_to_ids(w)) for w in (["great", "good"], ["terrible", "bad"])]
     npm.predict(queries[:2], InferenceConfig(restrict=True))  # starts the JVM
@@ -177,7 +177,7 @@ def build_point(files: int, store: Path) -> dict:
     from flows.params import ClusterParams, IngestParams
     from flows.prefect_api import prefect_api
     from npmcore.cluster import dask_cluster
-    from npmcore.corpus import default_corpus
+    from npmcore.corpus.readers import default_corpus
 
     inputs = [*default_corpus(), *(str(DATA / f"wiki_{i:02d}") for i in range(files))]
     times = {}
@@ -206,7 +206,7 @@ def measure_point(files: int, root: Path, args) -> tuple[dict, dict]:
     from index import masked_sentences
     from topk import overlap
 
-    from npmcore.inference import NPM, InferenceConfig
+    from npmcore.answer.inference import NPM, InferenceConfig
     from npmcore.snapshots import open_index
     from npmcore.storage import read_manifest
 
@@ -255,9 +255,9 @@ def measure_layouts(last: dict, address: str, args) -> list[dict]:
     from distributed import Client
     from topk import overlap
 
-    from npmcore.faiss_index import default_factory, is_ivf
-    from npmcore.indexer import IndexConfig, build_index
-    from npmcore.inference import NPM, InferenceConfig
+    from npmcore.answer.inference import NPM, InferenceConfig
+    from npmcore.index.faiss_index import default_factory, is_ivf
+    from npmcore.index.indexer import IndexConfig, build_index
     from npmcore.storage import read_manifest
 
     default = NPM(last["index"])
@@ -311,7 +311,7 @@ def measure_fault(last: dict, root: Path, address: str) -> dict:
     """Embed the largest corpus again into another store, kill a worker halfway; compare with the first datastore."""
     from distributed import Client
 
-    from npmcore.datastore import build_datastore
+    from npmcore.index.datastore import build_datastore
     from npmcore.storage import open_snapshot
 
     store = root / "fault"

@@ -12,7 +12,7 @@ paper's npm: the cost of reading the evidence is the difference); the queries se
 passages, which every index answers. Then a second real index of the same corpus is built (the
 served factory trained on another sample size over the same datastore; of BM25 alone: the corpus's
 BM25 for the same encoder under its other name), and while 4 clients keep querying, the serving pointer is
-moved to it and back (``npmcore.serving``): each move counts once the service reports the new
+moved to it and back (``npmcore.serve.serving``): each move counts once the service reports the new
 index. Between the two moves a copy of the second index with its largest file damaged (8 bytes inverted, as a bad
 disk leaves it) is offered: ``npmcore serving set`` must refuse it, and once written into the pointer by hand the
 service must refuse it too, name it in ``/v1/index`` and keep answering from the index it has (the pointer
@@ -114,7 +114,7 @@ def second_index(index: str) -> str:
     size over the same datastore; of one of BM25 alone, the same corpus's BM25 for its encoder named the other
     way (the default encoder by its folder, or by default): another snapshot, the same query encoder."""
     from npmcore.encoder import default_encoder_path
-    from npmcore.indexer import IndexConfig, build_bm25_index, build_index
+    from npmcore.index.indexer import IndexConfig, build_bm25_index, build_index
     from npmcore.snapshots import open_index
 
     served = open_index(index)
@@ -149,7 +149,7 @@ def main() -> None:
     parser.add_argument("--precision", choices=["auto", "f32", "bf16"], default="auto", help="of the query encoder")
     args = parser.parse_args()
 
-    from npmcore.serving import read_serving, serving_index, set_serving
+    from npmcore.serve.serving import read_serving, serving_index, set_serving
     from npmcore.storage import SnapshotError
 
     store = str(Path(args.store).resolve())

@@ -33,10 +33,10 @@ from flows.ingest import ingest_corpus  # noqa: E402
 from flows.params import ClusterParams, IngestParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
 from npmcore.cluster import dask_client, dask_cluster, worker_threads  # noqa: E402
-from npmcore.datastore import embedding_precision, embedding_seconds  # noqa: E402
 from npmcore.encoder import default_encoder_path, encoder_config  # noqa: E402
 from npmcore.evaluation.dumps import DUMP_DATES, SIMPLE, dated_dump, simple_wikipedia  # noqa: E402
-from npmcore.indexer import corpus_choice  # noqa: E402
+from npmcore.index.datastore import embedding_precision, embedding_seconds  # noqa: E402
+from npmcore.index.indexer import corpus_choice  # noqa: E402
 from npmcore.machine import cpu_flags, cpu_name  # noqa: E402
 from npmcore.snapshots import open_corpus, open_index  # noqa: E402
 

@@ -25,8 +25,8 @@ configure_environment()
 
 import torch  # noqa: E402
 
-from npmcore.ingest import IngestConfig, ingest  # noqa: E402
-from npmcore.train import (  # noqa: E402
+from npmcore.corpus.ingest import IngestConfig, ingest  # noqa: E402
+from npmcore.model.train import (  # noqa: E402
     PRESETS,
     StepBatch,
     StepStats,

@@ -26,9 +26,9 @@ from npmcore.runtime import configure_environment
 configure_environment()
 
 from npmcore.cluster import dask_client  # noqa: E402
-from npmcore.ingest import ingest  # noqa: E402
+from npmcore.corpus.ingest import ingest  # noqa: E402
+from npmcore.corpus.warc import Page, extract, iter_records, language  # noqa: E402
 from npmcore.storage import open_snapshot  # noqa: E402
-from npmcore.warc import Page, extract, iter_records, language  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WARM_UP = str(ROOT / "tests" / "data" / "pywb" / "example-wget-1-14.warc.gz")

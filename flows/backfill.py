@@ -28,11 +28,11 @@ from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, DumpDate, IngestParams, PrecisionSetting, StoreURL, default_store
 from npmcore.cluster import dask_cluster
-from npmcore.corpus import CorpusError, Format, detect_format
+from npmcore.corpus.ingest import expand_inputs
+from npmcore.corpus.readers import CorpusError, Format, detect_format
 from npmcore.encoder import cached_encoder, encoder_fingerprint
-from npmcore.ingest import expand_inputs
-from npmcore.query_encoder import embedding_encoder
-from npmcore.serving import read_serving, set_serving
+from npmcore.model.query_encoder import embedding_encoder
+from npmcore.serve.serving import read_serving, set_serving
 from npmcore.snapshots import INDEX, IndexSnapshot, open_corpus, open_datastore, open_index
 from npmcore.storage import list_snapshots
 from npmcore.tracking import log_snapshot_input, resolve_encoder, tracking, tracking_uri

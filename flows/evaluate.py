@@ -14,16 +14,16 @@ from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, PrecisionSetting, StoreURL, default_store
 from flows.results import EvalRow
+from npmcore.answer.confidence import CONFIDENCE_FILE
+from npmcore.answer.inference import InferenceConfig, Scoring, ranker_of
+from npmcore.answer.knnlm import MASKED_SYSTEMS, MaskedSystem
 from npmcore.cluster import dask_cluster
-from npmcore.confidence import CONFIDENCE_FILE
 from npmcore.encoder import default_encoder_path, local_model_dir
 from npmcore.evaluation.baselines import BASELINES
 from npmcore.evaluation.references import write_reference_corpus
 from npmcore.evaluation.run import System
 from npmcore.evaluation.tasks import DEFAULT_DATA_DIR, Task
-from npmcore.indexer import IndexConfig, build_index
-from npmcore.inference import InferenceConfig, Scoring, ranker_of
-from npmcore.knnlm import MASKED_SYSTEMS, MaskedSystem
+from npmcore.index.indexer import IndexConfig, build_index
 from npmcore.plots import line_plot
 from npmcore.snapshots import open_index
 from npmcore.tracking import model_version, resolve_encoder, tracking, tracking_uri
@@ -316,7 +316,7 @@ def ranker_json(index: str, settings: RunSettings) -> str:
 
 def calibrators_json(index: str, settings: RunSettings) -> str:
     """The confidence calibrators evidence scoring may use on ``index`` (the checksums of the encoder's and the
-    shipped encoder's ``confidence.skops``, :func:`npmcore.inference.calibrator_of`), as JSON: an input of the
+    shipped encoder's ``confidence.skops``, :func:`npmcore.answer.inference.calibrator_of`), as JSON: an input of the
     evaluation task, like the ranker."""
     encoder = settings.encoder or open_index(index).encoder or str(default_encoder_path())
     folders = (Path(local_model_dir(encoder)), Path(default_encoder_path()))

@@ -12,11 +12,11 @@ from pydantic import BaseModel, Field
 
 from flows.params import ClusterParams, PrecisionSetting, StoreURL, default_store
 from npmcore.cluster import dask_client, dask_cluster, worker_threads
-from npmcore.datastore import embedding_precision, embedding_seconds
 from npmcore.encoder import Precision
-from npmcore.faiss_index import duration
-from npmcore.indexer import IndexConfig, corpus_choice
-from npmcore.query_encoder import embedding_encoder
+from npmcore.index.datastore import embedding_precision, embedding_seconds
+from npmcore.index.faiss_index import duration
+from npmcore.index.indexer import IndexConfig, corpus_choice
+from npmcore.model.query_encoder import embedding_encoder
 from npmcore.snapshots import newest_corpus, open_index
 from npmcore.tracking import resolve_encoder
 from tasks.index import (

@@ -15,7 +15,7 @@ from pydantic import BaseModel, Field
 
 from flows.evaluate import EvalParams, evaluate
 from flows.params import ClusterParams, StoreURL, default_store
-from npmcore.checkpointing import checkpoint_steps
+from npmcore.model.checkpointing import checkpoint_steps
 from npmcore.plots import line_plot
 from npmcore.storage import cache_dir
 from npmcore.tracking import logged_curve, tracking_uri

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from npmcore.storage import Manifest
 
 UNBOUNDED = 10_000  # a console width at which a table measures as wide as it would like to be
-# The counts of an ingest of WARC files (npmcore.ingest.deduplicate), in the order a page goes through them
+# The counts of an ingest of WARC files (npmcore.corpus.ingest.deduplicate), in the order a page goes through them
 CRAWL_COUNTS = {
     "records": "records",
     "pages": "HTML pages (HTTP 200)",
@@ -188,7 +188,7 @@ def highlight(text: str, start: int, end: int, context: int = 100) -> str:
 
 
 def score_parts(parts: dict[str, float]) -> str:
-    """An answer's evidence-scoring parts (npmcore.ranking) as one line of rich markup, largest first:
+    """An answer's evidence-scoring parts (npmcore.answer.ranking) as one line of rich markup, largest first:
     ``why: 14.2 = +9.8 left_run, +3.1 right_run, …`` (parts under 0.005 in size left out)."""
     shown_parts = sorted(((k, v) for k, v in parts.items() if abs(v) >= 0.005), key=lambda kv: -abs(kv[1]))
     terms = ", ".join(f"{v:+.2f} {escape(k)}" for k, v in shown_parts)
@@ -198,7 +198,7 @@ def score_parts(parts: dict[str, float]) -> str:
 def evidence_sentence(passage: str, start: int, end: int, context: int = 150) -> str:
     """The sentence of ``passage`` holding ``passage[start:end]``, the span highlighted (rich markup);
     at most ``context`` characters either side of the span."""
-    from npmcore.blocks import sentence_starts  # blingfire, as the blocks were cut
+    from npmcore.corpus.blocks import sentence_starts  # blingfire, as the blocks were cut
 
     starts = sentence_starts(passage)
     first = max(s for s in starts if s <= start)

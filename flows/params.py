@@ -27,7 +27,7 @@ def absolute_store(url: str) -> str:
 
 
 StoreURL = Annotated[str, AfterValidator(absolute_store)]  # a store root or snapshot URL, checked and made absolute
-# the encoder's precision (npmcore.precision): auto, f32 or bf16
+# the encoder's precision (npmcore.index.precision): auto, f32 or bf16
 PrecisionSetting = Annotated[
     Literal["auto", "f32", "bf16"],
     Field(

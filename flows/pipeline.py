@@ -16,10 +16,10 @@ from flows.ingest import ingest_corpus
 from flows.params import CLOZE_TEST, ClusterParams, IngestParams, StoreURL, default_store
 from flows.results import Answered, EvalRow, PipelineResult, ShownAnswer
 from flows.train import TrainParams, train_encoder
+from npmcore.answer.inference import NPM
 from npmcore.cluster import dask_cluster
-from npmcore.indexer import store_root
-from npmcore.inference import NPM
-from npmcore.serving import read_serving, set_serving
+from npmcore.index.indexer import store_root
+from npmcore.serve.serving import read_serving, set_serving
 from npmcore.snapshots import newest_corpus, open_index
 from npmcore.storage import read_manifest
 from npmcore.tracking import log_snapshot_input, model_version, tracking, tracking_uri

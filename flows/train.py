@@ -1,6 +1,6 @@
 """Flows ``train_encoder``: training on a corpus snapshot (NPM or the masked-LM stage), tracked in
 MLflow, registered as ``npm-encoder``; ``train_query_encoder``: query-side training against an index whose
-passage encoder stays frozen, registered as ``npm-query-encoder`` (:mod:`npmcore.query_train`)."""
+passage encoder stays frozen, registered as ``npm-query-encoder`` (:mod:`npmcore.adapt.query_train`)."""
 
 from typing import Literal
 
@@ -9,12 +9,12 @@ from pydantic import BaseModel, Field, model_validator
 
 from flows.params import StoreURL, default_store
 from flows.promote import PromoteParams, promote
-from npmcore.indexer import build_bm25_index
-from npmcore.query_train import CLOZE, QueryTrainConfig
-from npmcore.serving import serving_index
+from npmcore.adapt.query_train import CLOZE, QueryTrainConfig
+from npmcore.index.indexer import build_bm25_index
+from npmcore.model.train import TrainConfig, configure
+from npmcore.serve.serving import serving_index
 from npmcore.snapshots import newest_corpus
 from npmcore.tracking import check_registered, resolve_encoder, tracking_uri
-from npmcore.train import TrainConfig, configure
 from tasks.train import train_query_task, train_task
 
 
@@ -82,8 +82,8 @@ class TrainParams(BaseModel):
         return self
 
     def config(self, corpus: str, encoder: str | None, neighbours: str | None) -> TrainConfig:
-        """The preset with the fields given here on top (:func:`npmcore.train.configure`); ``neighbours``: the BM25
-        index of the corpus that bm25 batches search."""
+        """The preset with the fields given here on top (:func:`npmcore.model.train.configure`); ``neighbours``:
+        the BM25 index of the corpus that bm25 batches search."""
         fields = {f for f in TrainConfig.__dataclass_fields__ if f not in ("corpus", "encoder", "neighbours")}
         given = self.model_dump(include=fields)
         return configure(

@@ -330,7 +330,7 @@ def special_frame(tokenizer: PreTrainedTokenizerFast) -> tuple[int, int]:
 
 
 Forward = Callable[[np.ndarray, np.ndarray], np.ndarray]  # ids, attention mask (b, w) int64 -> (b, w, d) float32
-# The forward's matrix products: float32, or bfloat16 where a CPU has units for it (npmcore.precision chooses)
+# The forward's matrix products: float32, or bfloat16 where a CPU has units for it (npmcore.index.precision chooses)
 Precision = Literal["f32", "bf16"]
 
 

@@ -4,7 +4,7 @@ NPM's answers are mostly names, numbers and dates, yet in-batch masking draws am
 n-grams that recur in a batch, and in a small batch those are mostly frequent words. These
 tables say which spans are of the answer kinds, so that training can measure the share it
 masks (:func:`kind_shares`) and give those spans more of the draws (``rare_boost`` of
-:class:`npmcore.masking.MaskingConfig`).
+:class:`npmcore.model.masking.MaskingConfig`).
 
 * A token's *kind* comes from its spelling (:func:`token_kinds`): a date (a month name, or a
   four-digit number from 1000 to 2099, as years are written), a number (any other token

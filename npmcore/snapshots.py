@@ -1,7 +1,7 @@
 """Reading snapshots: each kind's name, its files and its typed lineage.
 
-The writers (:mod:`npmcore.ingest`, :mod:`npmcore.datastore`, :mod:`npmcore.indexer`,
-:mod:`npmcore.train`, :mod:`npmcore.tracking`) make snapshots; every reader opens them
+The writers (:mod:`npmcore.corpus.ingest`, :mod:`npmcore.index.datastore`, :mod:`npmcore.index.indexer`,
+:mod:`npmcore.model.train`, :mod:`npmcore.tracking`) make snapshots; every reader opens them
 here. A snapshot's lineage is a field, not a dictionary lookup::
 
     corpus      Parquet block shards of the input files       CorpusSnapshot
@@ -9,7 +9,7 @@ here. A snapshot's lineage is a field, not a dictionary lookup::
     index       FAISS + token ids + BM25 of a datastore       IndexSnapshot(.datastore, .corpus)
                 (or token ids + BM25 alone of a corpus)       IndexSnapshot(.vectors false, .corpus)
     encoder     a registered model exported for the workers   (manifest only)
-    checkpoint  a training run's weights and optimizer        (npmcore.train)
+    checkpoint  a training run's weights and optimizer        (npmcore.model.train)
 """
 
 import io
@@ -49,7 +49,7 @@ BLOCK_SCHEMA = pa.schema(
         ("title_tokens", pa.int32()),  # the first title_tokens non-special token ids spell the "{title}. " prefix
         ("content_hash", pa.string()),
         ("source_hash", pa.string()),  # sha256 of the document's source (dump pages: page id, title, wikitext;
-        # crawled articles: their text, whitespace collapsed, the exact-duplicate key of npmcore.dedup)
+        # crawled articles: their text, whitespace collapsed, the exact-duplicate key of npmcore.corpus.dedup)
     ]
 )
 # Shards of crawled articles (format warc) add three columns; shards of the other formats are

@@ -5,7 +5,7 @@ December 2021, a month of news beside them. A source is named by its wiki (the h
 ``simple.wikipedia.org``), or, for inputs of no wiki (news, jsonl, lines, WARC files), by its file's name.
 The corpus manifest lists each (:class:`Source`): its dump date, the files it was ingested from, a checksum
 over them, the block shards that hold it and its counts. An ingest that extends a corpus
-(:func:`npmcore.ingest.ingest`) replaces the sources of the names it brings and carries the others over
+(:func:`npmcore.corpus.ingest.ingest`) replaces the sources of the names it brings and carries the others over
 shard for shard, so a backfill of one wiki never touches another's pages.
 """
 

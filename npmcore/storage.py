@@ -286,7 +286,7 @@ class SnapshotWriter:
     folder. Leaving the ``with`` block without a commit removes what was written, unless
     the writer is ``resumable``: then the staging folder has a fixed name
     (``.partial-{id}``) and is kept, so a later writer of the same snapshot finds the
-    pieces that were finished (each piece marks itself done; see ``npmcore.datastore``).
+    pieces that were finished (each piece marks itself done; see ``npmcore.index.datastore``).
     A store that fills up meanwhile raises :class:`StoreFullError`.
     """
 

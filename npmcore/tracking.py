@@ -17,15 +17,15 @@ from mlflow.tracking._model_registry import utils as _registry_utils
 from mlflow.tracking._tracking_service import utils as _tracking_utils
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from npmcore.confidence import CONFIDENCE_FILE
-from npmcore.query_encoder import QUERY_ENCODER
-from npmcore.ranking import RANKER_FILE
+from npmcore.answer.confidence import CONFIDENCE_FILE
+from npmcore.answer.ranking import RANKER_FILE
+from npmcore.model.query_encoder import QUERY_ENCODER
 from npmcore.storage import StoreFullError, bytes_free, caused_by
 
 log = logging.getLogger(__name__)
 
 REGISTERED_MODEL = "npm-encoder"
-QUERY_MODEL = "npm-query-encoder"  # query encoders (npmcore.query_encoder), each naming its passage encoder
+QUERY_MODEL = "npm-query-encoder"  # query encoders (npmcore.model.query_encoder), each naming its passage encoder
 _VARIABLES = ("MLFLOW_TRACKING_URI", "MLFLOW_REGISTRY_URI", "MLFLOW_EXPERIMENT_ID")
 # what MLflow's API and assistant read as an experiment of model training, not of GenAI traces
 EXPERIMENT_KIND, MODEL_TRAINING = "mlflow.experimentKind", "custom_model_development"
@@ -180,11 +180,11 @@ def check_registered(model_uri: str, uri: str) -> None:
 
 
 def register_checkpoint(run_dir: str, uri: str, experiment: str, alias: str | None = None) -> str:
-    """Log the newest checkpoint of a run folder (e.g. written by ``torchrun -m npmcore.train``)
+    """Log the newest checkpoint of a run folder (e.g. written by ``torchrun -m npmcore.model.train``)
     in a new MLflow run, as :func:`log_config` and :func:`log_encoder` do for the train flow."""
     from dataclasses import asdict
 
-    from npmcore.train import load_trained
+    from npmcore.model.train import load_trained
 
     tokenizer, model, config = load_trained(run_dir)
     with tracking(uri, experiment), mlflow.start_run():

@@ -6,15 +6,15 @@ from dataclasses import dataclass, fields, replace
 import mlflow
 from prefect import task
 
+from npmcore.answer.inference import NPM, InferenceConfig
+from npmcore.answer.knnlm import KNN_BACKOFF, MaskedLMHead, MaskedSystem, searchers
+from npmcore.answer.ranking import Ranker
 from npmcore.evaluation.masked import MaskedRow, MaskedStudy, best, run_masked, sweep_plots
 from npmcore.evaluation.run import Result, System, accuracy_by_length, answer_lengths, run_task
 from npmcore.evaluation.selective import reliability, risk_coverage
 from npmcore.evaluation.tasks import Split, Task, load_task
-from npmcore.inference import NPM, InferenceConfig
-from npmcore.knnlm import KNN_BACKOFF, MaskedLMHead, MaskedSystem, searchers
+from npmcore.index.precision import Setting
 from npmcore.plots import bar_plot, line_plot
-from npmcore.precision import Setting
-from npmcore.ranking import Ranker
 from npmcore.snapshots import open_index
 from npmcore.tracking import log_snapshot_input, tracking
 from tasks import HOUR, inputs_and_version, link_runs
@@ -71,8 +71,8 @@ def evaluate_run_task(
     """Run the task against the index inside one MLflow run (its duration is the evaluation's):
     lineage params, the index and corpus as dataset inputs, score, predictions and, for LAMA,
     the accuracy by answer length. ``ranker``: the weights of evidence scoring (JSON of
-    :class:`~npmcore.ranking.Ranker`), logged with open-set runs that use them; ``calibrators``: the confidence
-    calibrators the encoder may use (:func:`npmcore.inference.calibrator_of`), an input so that a refitted one is
+    :class:`~npmcore.answer.ranking.Ranker`), logged with open-set runs that use them; ``calibrators``: the confidence
+    calibrators the encoder may use (:func:`npmcore.answer.inference.calibrator_of`), an input so that a refitted one is
     never answered from the cache. With a confidence per prediction, the run logs its calibration
     (``calibration.ece``, ``calibration.aurc``, ``calibration.accuracy_at_<coverage>``), the reliability diagram
     and the risk-coverage curve. The same inputs (index snapshots are immutable) give the cached result."""

@@ -3,9 +3,9 @@
 from prefect import task
 
 from npmcore.cluster import dask_client
-from npmcore.datastore import build_datastore, plan_datastore
 from npmcore.encoder import Precision
-from npmcore.indexer import (
+from npmcore.index.datastore import build_datastore, plan_datastore
+from npmcore.index.indexer import (
     IndexConfig,
     build_bm25_files,
     build_bm25_index,

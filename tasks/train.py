@@ -8,13 +8,13 @@ from pathlib import Path
 import mlflow
 from prefect import task
 
+from npmcore.adapt.query_train import QueryStepStats, QueryTrainConfig, export_query_encoder, train_query
 from npmcore.encoder import load_masked_lm
+from npmcore.model.query_encoder import QUERY_ENCODER, passage_side
+from npmcore.model.train import StepStats, TrainConfig, export_checkpoint, held_out_metrics, load_trained, train
 from npmcore.progress import step_progress
-from npmcore.query_encoder import QUERY_ENCODER, passage_side
-from npmcore.query_train import QueryStepStats, QueryTrainConfig, export_query_encoder, train_query
 from npmcore.storage import join
 from npmcore.tracking import QUERY_MODEL, describe_version, log_config, log_encoder, log_snapshot_input, tracking
-from npmcore.train import StepStats, TrainConfig, export_checkpoint, held_out_metrics, load_trained, train
 from tasks import HOUR, inputs_and_version, is_transient, link_runs
 
 # a training task: retried once on a transient failure (resuming its newest checkpoint), cached by its inputs

@@ -73,7 +73,7 @@ def tokenizer():
 
 @pytest.fixture(scope="session")
 def default_inputs() -> list[str]:
-    from npmcore.corpus import default_corpus
+    from npmcore.corpus.readers import default_corpus
 
     return default_corpus()
 
@@ -86,7 +86,7 @@ def dump_path(default_inputs) -> str:
 @pytest.fixture(scope="session")
 def dump_documents(dump_path) -> dict[str, str]:
     """Title -> plain text of every article of the embedded dump, as the ingest writes it (parsed once, ~5 s)."""
-    from npmcore.corpus import iter_wiki_pages, wiki_documents
+    from npmcore.corpus.readers import iter_wiki_pages, wiki_documents
 
     pages, prefixes = [], frozenset()
     for page, prefixes, _ in iter_wiki_pages(dump_path):

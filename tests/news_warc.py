@@ -30,7 +30,7 @@ import blingfire
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from npmcore.corpus import default_corpus, iter_wiki_pages, wiki_documents
+from npmcore.corpus.readers import default_corpus, iter_wiki_pages, wiki_documents
 
 MONTHS = (datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 1, tzinfo=UTC))
 BG_DUMP = "bgwiki-latest-pages-articles-shortened.xml.bz2"

@@ -32,7 +32,7 @@ def is_stopword(tokenizer, word: list[int]) -> bool:
 
 def corpus_texts(corpus_url: str) -> list[str]:
     """Every block's passage as the encoder reads it ("{title}. {text}")."""
-    from npmcore.blocks import encoder_input
+    from npmcore.corpus.blocks import encoder_input
 
     return [
         encoder_input(title, text)
@@ -126,8 +126,8 @@ def jaccard(a: set, b: set) -> float:
 def unique_articles(pages: list, kept: list | None = None) -> list:
     """The pages (with ``url`` and ``text``) a first-seen-wins pass keeps after ``kept``: not those with
     the URL or the text (whitespace collapsed) of a page kept before, nor those whose exact Jaccard
-    similarity to one is at least the threshold (word shingles of :mod:`npmcore.dedup`)."""
-    from npmcore.dedup import THRESHOLD, shingles
+    similarity to one is at least the threshold (word shingles of :mod:`npmcore.corpus.dedup`)."""
+    from npmcore.corpus.dedup import THRESHOLD, shingles
 
     kept = list(kept or [])
     new = []
@@ -147,7 +147,7 @@ def unique_articles(pages: list, kept: list | None = None) -> list:
 def evidence_features(blocks, offsets, span, query_ids, mask_id, tables, idf, run, window, near, numeric):
     """The position features of evidence scoring but NPM's similarities (left_share, right_share, near,
     sentence, window; cuts_number) of one span (global first, last), by walking the passage token by
-    token (npmcore.ranking's rules); ``numeric``: (V,) bool, the token is a date or a number."""
+    token (npmcore.answer.ranking's rules); ``numeric``: (V,) bool, the token is a date or a number."""
     first, last = span
     b = int(np.searchsorted(offsets, first, side="right") - 1)
     toks = blocks[b]

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from npmcore.datastore import build_datastore
-from npmcore.indexer import IndexConfig, build_index
-from npmcore.inference import NPM, InferenceConfig
-from npmcore.ingest import ingest
+from npmcore.answer.inference import NPM, InferenceConfig
+from npmcore.corpus.ingest import ingest
+from npmcore.index.datastore import build_datastore
+from npmcore.index.indexer import IndexConfig, build_index
 
 QUERY = "Albert Einstein was born in [MASK]."  # the dump's page says: "Albert Einstein was born in Ulm, …"
 

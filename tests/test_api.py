@@ -19,9 +19,9 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from flows.cli import app as cli
-from npmcore.api import Service, Settings, create_app
-from npmcore.indexer import IndexConfig, build_index
-from npmcore.serving import read_serving, rollback_serving, serve_if_unset, serving_index, set_serving
+from npmcore.index.indexer import IndexConfig, build_index
+from npmcore.serve.api import Service, Settings, create_app
+from npmcore.serve.serving import read_serving, rollback_serving, serve_if_unset, serving_index, set_serving
 from npmcore.storage import SnapshotError
 
 QUERY = "Australian firefighters battled bushfires near [MASK]."
@@ -81,8 +81,8 @@ def test_the_service_answers_with_evidence_and_says_what_it_serves(client, store
 
 
 def test_predict_ranks_by_evidence_or_by_npm_and_explains_its_scores(client, store):
-    from npmcore.inference import NPM, InferenceConfig
-    from npmcore.ranking import FEATURE_NAMES
+    from npmcore.answer.inference import NPM, InferenceConfig
+    from npmcore.answer.ranking import FEATURE_NAMES
 
     npm = NPM(store[1])
     for scoring in ("evidence", "npm"):
@@ -98,7 +98,7 @@ def test_predict_ranks_by_evidence_or_by_npm_and_explains_its_scores(client, sto
 
 
 def test_a_question_is_asked_as_the_paper_asks_nq_and_the_answer_says_so(client):
-    from npmcore.inference import NPM, InferenceConfig
+    from npmcore.answer.inference import NPM, InferenceConfig
 
     question = "Where did Australian firefighters battle bushfires?"
     (result,) = client.post("/v1/predict", json={"queries": [question], "answers": 3}).json()["results"]
@@ -132,8 +132,8 @@ def test_every_answer_has_its_confidence_and_a_query_below_the_threshold_abstain
 
 
 def test_the_page_names_every_part_of_a_score():
-    from npmcore.api import PAGE
-    from npmcore.ranking import FEATURE_NAMES
+    from npmcore.answer.ranking import FEATURE_NAMES
+    from npmcore.serve.api import PAGE
 
     labels = re.search(r"const PARTS = \{(.*?)\};", PAGE.read_text(encoding="utf-8"), re.S).group(1)
     assert sorted(re.findall(r"(\w+): \"", labels)) == sorted(FEATURE_NAMES)
@@ -347,7 +347,7 @@ def test_an_index_whose_datastore_lost_bytes_is_refused_by_serving_set_and_by_th
 @pytest.fixture(scope="module")
 def bm25_only(store):
     """An index of BM25 alone of the news corpus, in the served store."""
-    from npmcore.indexer import build_bm25_index
+    from npmcore.index.indexer import build_bm25_index
     from npmcore.snapshots import open_index
 
     return build_bm25_index(open_index(store[1]).corpus)
@@ -374,8 +374,8 @@ def test_an_index_of_bm25_alone_refuses_knn_requests_with_a_4xx_naming_why(store
 def test_a_batch_that_mixes_what_the_index_answers_fails_only_the_requests_it_cannot(store, bm25_only):
     """An index swapped in between a request's check and its batch: the requests it cannot answer get the
     reason, the others their answers."""
-    from npmcore.api import Item, PredictRequest, run_predict
-    from npmcore.inference import Unsupported
+    from npmcore.answer.inference import Unsupported
+    from npmcore.serve.api import Item, PredictRequest, run_predict
 
     service = Service(Settings(store=store[0]))
     service.load(bm25_only)

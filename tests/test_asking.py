@@ -1,8 +1,8 @@
-"""How typed queries are asked (npmcore.asking): a sentence with one [MASK] as it is, a question as NQ's."""
+"""How typed queries are asked (npmcore.answer.asking): a sentence with one [MASK] as it is, a question as NQ's."""
 
 import pytest
 
-from npmcore.asking import ask, reads_as_question
+from npmcore.answer.asking import ask, reads_as_question
 from npmcore.evaluation.tasks import load_task
 
 

@@ -16,12 +16,12 @@ from typer.testing import CliRunner
 
 from flows.backfill import BackfillParams, dump_format
 from flows.cli import app
-from npmcore.corpus import CorpusError, iter_wiki_pages
-from npmcore.datastore import build_datastore
-from npmcore.faiss_index import read_index, sa_encode, stored_codes
-from npmcore.inference import NPM, InferenceConfig
-from npmcore.ingest import IngestConfig, ingest
-from npmcore.serving import read_serving
+from npmcore.answer.inference import NPM, InferenceConfig
+from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.readers import CorpusError, iter_wiki_pages
+from npmcore.index.datastore import build_datastore
+from npmcore.index.faiss_index import read_index, sa_encode, stored_codes
+from npmcore.serve.serving import read_serving
 from npmcore.snapshots import iter_shards, open_index, read_blocks
 from npmcore.storage import open_snapshot
 
@@ -160,7 +160,7 @@ def test_a_wikiextractor_dump_backfills_an_index_of_bm25_alone(tmp_path):
     """Articles of the May 2015 dump, then the same articles of the September 2020 dump backfilled over
     their index of BM25 alone: the new index holds BM25 alone, nothing embedded, and a fact that changed
     between the dumps is written in the passages each index searches as its own dump writes it."""
-    from npmcore.corpus import read_wikiextractor
+    from npmcore.corpus.readers import read_wikiextractor
     from npmcore.evaluation.dumps import dump_file_text
     from npmcore.evaluation.metrics import in_passages
     from npmcore.evaluation.temporal import aligned, candidates

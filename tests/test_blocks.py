@@ -4,8 +4,8 @@ import itertools
 
 import pytest
 
-from npmcore.blocks import encoder_input, sentence_starts, split_document
-from npmcore.corpus import Document, iter_wiki_pages, read_lines, read_wikiextractor, wiki_documents
+from npmcore.corpus.blocks import encoder_input, sentence_starts, split_document
+from npmcore.corpus.readers import Document, iter_wiki_pages, read_lines, read_wikiextractor, wiki_documents
 
 MAX_TOKENS = 256
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from npmcore.bm25 import BM25Searcher, index_passages
-from npmcore.corpus import read_lines
+from npmcore.corpus.readers import read_lines
+from npmcore.index.bm25 import BM25Searcher, index_passages
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from reference import QUERIES
 
-from npmcore.indexer import build_bm25_index
-from npmcore.inference import NPM, InferenceConfig
+from npmcore.answer.inference import NPM, InferenceConfig
+from npmcore.index.indexer import build_bm25_index
 from npmcore.snapshots import open_index
 from npmcore.storage import SnapshotError
 
@@ -50,8 +50,8 @@ def test_answers_as_the_index_with_vectors_when_both_encode_their_passages(news_
 def test_a_passage_is_encoded_once_per_process_and_read_back_as_it_was_encoded(news_store, bm25_index, monkeypatch):
     """Two indexes of the same corpus share their passages' vectors (the process's cache): the second encodes
     none, and every vector is the one an uncached encode gives."""
-    from npmcore import inference
-    from npmcore.passage_vectors import PassageVectors
+    from npmcore.answer import inference
+    from npmcore.answer.passage_vectors import PassageVectors
 
     monkeypatch.setattr(inference, "PASSAGES", PassageVectors())
     alone, full = NPM(bm25_index), NPM(news_store.index)

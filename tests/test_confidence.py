@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npmcore.confidence import (
+from npmcore.answer.confidence import (
     CONFIDENCE_FEATURES,
     CONFIDENCE_FILE,
     Calibrator,
@@ -20,6 +20,7 @@ from npmcore.confidence import (
     query_features,
     ranker_checksum,
 )
+from npmcore.answer.inference import NPM, InferenceConfig, ranker_of
 from npmcore.encoder import default_encoder_path
 from npmcore.evaluation.selective import (
     accuracy_at_coverage,
@@ -28,7 +29,6 @@ from npmcore.evaluation.selective import (
     expected_calibration_error,
     reliability,
 )
-from npmcore.inference import NPM, InferenceConfig, ranker_of
 
 QUERIES = [
     "Australian firefighters battled bushfires near [MASK].",

@@ -10,7 +10,8 @@ import mwxml
 import pytest
 from conftest import PYWB
 
-from npmcore.corpus import (
+from npmcore.corpus.ingest import IngestConfig, documents, expand_inputs, ingest, plan_partitions
+from npmcore.corpus.readers import (
     CorpusError,
     Document,
     detect_format,
@@ -22,7 +23,6 @@ from npmcore.corpus import (
     read_wikiextractor,
     wiki_documents,
 )
-from npmcore.ingest import IngestConfig, documents, expand_inputs, ingest, plan_partitions
 from npmcore.storage import list_snapshots
 
 

@@ -23,17 +23,17 @@ from distributed import Client
 from typer.testing import CliRunner
 
 from flows.cli import app
-from npmcore.bm25 import BM25Searcher
 from npmcore.cluster import check_readable, dask_client
-from npmcore.datastore import build_datastore
-from npmcore.indexer import IndexConfig, build_index
-from npmcore.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.index.bm25 import BM25Searcher
+from npmcore.index.datastore import build_datastore
+from npmcore.index.indexer import IndexConfig, build_index
 from npmcore.snapshots import open_index
 from npmcore.storage import open_snapshot
 
 DASK = Path(sys.executable).with_name("dask")
 FILES, ARTICLES_PER_FILE = 5, 6  # one corpus shard per input file: the CLI has no partition-size option
-MARKERS = "datastore/.partial-*/shards/part-*.json"  # a finished datastore shard (see npmcore.datastore)
+MARKERS = "datastore/.partial-*/shards/part-*.json"  # a finished datastore shard (see npmcore.index.datastore)
 NEWS_CONFIG = IngestConfig(partition_bytes=int(NEWS_PARTITION_MB * (1 << 20)))  # the news store's ingest
 runner = CliRunner()
 cloudpickle.register_pickle_by_value(sys.modules[__name__])  # client.run functions: workers cannot import this module
@@ -261,7 +261,7 @@ def test_ingest_survives_a_worker_killed_halfway_through_a_shard(two_workers, ne
     shard is written again whole, and the snapshot is the news store's, ingested without a kill."""
     store = tmp_path / "store"
     lost = two_workers.run_on_scheduler(lost_tasks, "write_shard")
-    with a_worker_killed_in(two_workers, "npmcore.ingest", "_write_table", tmp_path / "killed"):
+    with a_worker_killed_in(two_workers, "npmcore.corpus.ingest", "_write_table", tmp_path / "killed"):
         corpus = ingest([news_store.raw], str(store), NEWS_CONFIG, two_workers)
     assert two_workers.run_on_scheduler(lost_tasks, "write_shard") > lost
     assert corpus.rsplit("/", 1)[1] == news_store.corpus.rsplit("/", 1)[1]
@@ -277,7 +277,7 @@ def test_embedding_survives_a_worker_killed_halfway_through_a_shard(two_workers,
     shard (tests/test_datastore.py test_resume_after_a_killed_shard_equals_a_clean_build)."""
     store = tmp_path / "store"
     lost = two_workers.run_on_scheduler(lost_tasks, "embed_shard")
-    with a_worker_killed_in(two_workers, "npmcore.datastore", "save_array", tmp_path / "killed"):
+    with a_worker_killed_in(two_workers, "npmcore.index.datastore", "save_array", tmp_path / "killed"):
         datastore = build_datastore(news_store.corpus, str(store), client=two_workers, precision="f32")
     assert two_workers.run_on_scheduler(lost_tasks, "embed_shard") > lost
     assert datastore.rsplit("/", 1)[1] == news_store.datastore.rsplit("/", 1)[1]

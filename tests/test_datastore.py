@@ -9,12 +9,12 @@ import pytest
 from conftest import kill_once
 from reference import corpus_blocks
 
-from npmcore import precision
-from npmcore.datastore import build_datastore, plan_datastore
+from npmcore.answer.inference import NPM, InferenceConfig
+from npmcore.corpus.ingest import IngestConfig, ingest
 from npmcore.encoder import encode, load_encoder
-from npmcore.indexer import IndexConfig, build_index
-from npmcore.inference import NPM, InferenceConfig
-from npmcore.ingest import IngestConfig, ingest
+from npmcore.index import precision
+from npmcore.index.datastore import build_datastore, plan_datastore
+from npmcore.index.indexer import IndexConfig, build_index
 from npmcore.snapshots import DatastoreRows, iter_shards, open_datastore, open_index
 from npmcore.storage import SnapshotError, open_snapshot
 
@@ -62,7 +62,7 @@ def test_resume_after_a_killed_shard_equals_a_clean_build(news_store, serial_dat
     store = tmp_path / "store"
     copy = str(shutil.copytree(news_store.corpus, store / "corpus" / news_store.corpus.rsplit("/", 1)[1]))
     build = f"build_datastore({copy!r}, {str(store)!r}, precision='f32')"
-    script = f"from npmcore.datastore import build_datastore\n{build}\n"
+    script = f"from npmcore.index.datastore import build_datastore\n{build}\n"
     kill_once(script, store, "datastore/.partial-*/shards/part-*.json")  # killed once a shard is finished
     marker = next(store.glob("datastore/.partial-*/shards/part-*.json"))
     done_at = marker.stat().st_mtime_ns

@@ -14,8 +14,8 @@ from transformers import (
     PreTrainedTokenizerFast,
 )
 
-from npmcore.blocks import encoder_input, split_document
-from npmcore.corpus import Document
+from npmcore.corpus.blocks import encoder_input, split_document
+from npmcore.corpus.readers import Document
 from npmcore.encoder import (
     EncoderError,
     base_encoder_path,

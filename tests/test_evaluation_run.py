@@ -10,11 +10,11 @@ from reference import QUERIES
 from typer.testing import CliRunner
 
 from flows.cli import app
+from npmcore.answer.inference import NPM, InferenceConfig, label_token_ids
 from npmcore.evaluation.metrics import repeats_query
 from npmcore.evaluation.run import run_task
 from npmcore.evaluation.selective import calibration_report
 from npmcore.evaluation.tasks import Example, Task, load_task
-from npmcore.inference import NPM, InferenceConfig, label_token_ids
 from npmcore.storage import open_snapshot
 
 runner = CliRunner()
@@ -282,7 +282,7 @@ def test_corpus_size_sweep_logs_the_score_against_reference_corpus_tokens(tmp_pa
 def test_groups_stale_answers_and_the_ceiling_of_the_passages_searched(flat, news_store):
     """Exact match per group, stale predictions and the gold-in-passages ceiling, against the records and
     the passages read from the corpus snapshot here (a plain substring walk over the normalised texts)."""
-    from npmcore.blocks import encoder_input
+    from npmcore.corpus.blocks import encoder_input
     from npmcore.evaluation.metrics import normalize_answer
     from npmcore.snapshots import read_blocks
 

@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 from reference import QUERIES
 
-from npmcore import faiss_index
-from npmcore.datastore import build_datastore
-from npmcore.faiss_index import (
+from npmcore.answer.inference import NPM, InferenceConfig
+from npmcore.index import faiss_index
+from npmcore.index.datastore import build_datastore
+from npmcore.index.faiss_index import (
     BYTES_PER_TOKEN,
     IVF_FROM_TOKENS,
     choose_index,
@@ -26,8 +27,7 @@ from npmcore.faiss_index import (
     stored_codes,
     train_index,
 )
-from npmcore.indexer import IndexConfig, _trained_bytes, build_index, plan_index, training_sample
-from npmcore.inference import NPM, InferenceConfig
+from npmcore.index.indexer import IndexConfig, _trained_bytes, build_index, plan_index, training_sample
 from npmcore.snapshots import DatastoreRows, iter_shards, open_index
 from npmcore.storage import SnapshotError, sha256_bytes
 
@@ -234,7 +234,7 @@ def test_an_index_over_copied_vectors_copies_their_codes_instead_of_encoding_the
     config = IndexConfig(factory=factory, train_size=3_000, on_disk=on_disk, bm25=False)
     first = build_index(news_store.datastore, config)
     copied = build_datastore(news_store.corpus, str(tmp_path), reuse=news_store.datastore, precision="f32")
-    monkeypatch.setattr("npmcore.indexer.sa_encode", lambda *_: pytest.fail("a copied vector was encoded again"))
+    monkeypatch.setattr("npmcore.index.indexer.sa_encode", lambda *_: pytest.fail("a copied vector was encoded again"))
     second = build_index(copied, IndexConfig(bm25=False), trained=first)
     first_index, second_index = (read_index(f"{url}/index.faiss") for url in (first, second))
     everything = np.arange(first_index.ntotal)

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import BIN, ROOT, kill_once
 
-from npmcore.ingest import IngestConfig, ingest
-from npmcore.serving import set_serving
+from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.serve.serving import set_serving
 from npmcore.storage import (
     SnapshotError,
     SnapshotWriter,
@@ -44,7 +44,8 @@ def test_a_write_killed_in_its_commit_publishes_nothing_and_the_rerun_is_identic
     script = (
         "import time\nfrom npmcore import storage\nflush = storage.fsync_tree\n"
         "storage.fsync_tree = lambda folder: (time.sleep(60), flush(folder))\n"
-        f"from npmcore.ingest import IngestConfig, ingest\ningest([{wiki_slice!r}], {str(store)!r}, {CONFIG!r})\n"
+        "from npmcore.corpus.ingest import IngestConfig, ingest\n"
+        f"ingest([{wiki_slice!r}], {str(store)!r}, {CONFIG!r})\n"
     )
     kill_once(script, store, "corpus/.tmp-*/manifest.json", timeout_s=120)
     staging = next(store.glob("corpus/.tmp-*"))

@@ -30,7 +30,7 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_store,
     from mlflow import MlflowClient
 
     from flows.train import TrainParams, train_encoder
-    from npmcore.ingest import IngestConfig, ingest
+    from npmcore.corpus.ingest import IngestConfig, ingest
     from npmcore.tracking import tracking
 
     for name, value in SECRETS.items():
@@ -87,8 +87,8 @@ def test_promotion_evaluates_the_candidate_and_the_champion_on_dev_data(tmp_path
     from mlflow import MlflowClient
 
     from flows.promote import PromoteParams, promote
+    from npmcore.corpus.ingest import IngestConfig, ingest
     from npmcore.encoder import default_encoder_path
-    from npmcore.ingest import IngestConfig, ingest
     from npmcore.tracking import register_encoder
 
     corpus = ingest([news_store.raw], str(tmp_path), IngestConfig(max_tokens=64))
@@ -117,8 +117,8 @@ def test_a_missing_champion_names_the_way_to_make_one(tmp_path):
 
 def test_train_params_keep_the_presets_masking_unless_overridden():
     from flows.train import TrainParams
-    from npmcore.masking import MaskingConfig
-    from npmcore.train import PRESETS
+    from npmcore.model.masking import MaskingConfig
+    from npmcore.model.train import PRESETS
 
     quality = TrainParams(store="/tmp/unused", preset="cpu-quality").config("corpus", None, None)
     assert quality.masking == PRESETS["cpu-quality"]["masking"] and quality.masking.content_words
@@ -131,8 +131,8 @@ def test_train_params_keep_the_presets_masking_unless_overridden():
 
 
 def test_a_registered_encoder_brings_its_evidence_weights_back_when_exported(tmp_path):
+    from npmcore.answer.ranking import RANKER_FILE
     from npmcore.encoder import default_encoder_path
-    from npmcore.ranking import RANKER_FILE
     from npmcore.storage import local_folder
     from npmcore.tracking import export_encoder, register_encoder, tracking
 

@@ -16,9 +16,8 @@ import torch
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from npmcore.batching import iter_batches
-from npmcore.bundle import bundle_info, read_bundle, write_bundle
-from npmcore.checkpointing import CHECKPOINTS
+from npmcore.corpus.bundle import bundle_info, read_bundle, write_bundle
+from npmcore.corpus.ingest import IngestConfig, ingest
 from npmcore.encoder import (
     EncoderError,
     default_encoder_path,
@@ -30,10 +29,11 @@ from npmcore.encoder import (
     save_fp16,
     tokenizer_fingerprint,
 )
-from npmcore.ingest import IngestConfig, ingest
+from npmcore.model.batching import iter_batches
+from npmcore.model.checkpointing import CHECKPOINTS
+from npmcore.model.train import PRESETS, configure, train
 from npmcore.snapshots import read_blocks
 from npmcore.storage import list_snapshots
-from npmcore.train import PRESETS, configure, train
 
 ROOT = Path(__file__).resolve().parents[1]
 GPU_MACHINE = ["torch", "transformers", "numpy", "pyarrow", "fsspec", "safetensors", "tokenizers"]  # and what they need

@@ -292,7 +292,7 @@ def test_the_whole_job_across_hosts_equals_one_machine(site, dump_path):
 
 TRAINED_DIFFERENCE = """
 import json, fsspec, torch
-from npmcore.checkpointing import newest_checkpoint
+from npmcore.model.checkpointing import newest_checkpoint
 found = [newest_checkpoint(f"s3://npm/store/runs/{name}") for name in ("two-hosts", "one-process")]
 states = []
 for url, manifest in found:

@@ -12,13 +12,13 @@ import pytest
 import torch
 from reference import QUERIES, assert_same_answers, brute_force, corpus_blocks, corpus_texts, is_stopword
 
-from npmcore.datastore import build_datastore
+from npmcore.answer.evidence import Evidence
+from npmcore.answer.inference import NPM, InferenceConfig, QueryError, label_token_ids
+from npmcore.corpus.ingest import IngestConfig, ingest
 from npmcore.encoder import load_encoder
 from npmcore.evaluation.metrics import repeats_query
-from npmcore.evidence import Evidence
-from npmcore.indexer import IndexConfig, build_index
-from npmcore.inference import NPM, InferenceConfig, QueryError, label_token_ids
-from npmcore.ingest import IngestConfig, ingest
+from npmcore.index.datastore import build_datastore
+from npmcore.index.indexer import IndexConfig, build_index
 from npmcore.snapshots import iter_shards
 from npmcore.storage import SnapshotError
 from npmcore.vocab import content_words_of
@@ -138,7 +138,7 @@ def test_an_index_without_its_datastore_encodes_bm25_passages_again(tmp_path, ne
     with pytest.raises(SnapshotError, match=r"cannot be read: its vectors have shape"):
         NPM(index).restricted(QUERIES[:2], 3)
     shutil.rmtree(datastore)
-    with caplog.at_level(logging.WARNING, logger="npmcore.inference"):
+    with caplog.at_level(logging.WARNING, logger="npmcore.answer.inference"):
         npm = NPM(index)
     assert "will encode their passages again" in caplog.text and datastore in caplog.text
     for (ids, vectors), (ref_ids, ref_vectors) in zip(npm.restricted(QUERIES[:2], 3), stored, strict=True):
@@ -273,7 +273,7 @@ def test_answers_never_cut_a_word_of_their_passage(tokenizer):
     whole word (or words) of the text, less the punctuation around it, or it is no candidate."""
     from reference import cuts_a_word
 
-    from npmcore.evidence import _with_marks, word_edges
+    from npmcore.answer.evidence import _with_marks, word_edges
 
     text = (
         'Achilles (; Ancient Greek: Ἀχιλλεύς, "Akhilleus") held 13,000 U-boats of Myanmar\'s navy in 1942; '

@@ -11,8 +11,8 @@ import pytest
 from conftest import kill_once
 
 from npmcore.cluster import ClusterError, dask_client
-from npmcore.corpus import CorpusError
-from npmcore.ingest import IngestConfig, ingest, input_bytes, plan_partitions
+from npmcore.corpus.ingest import IngestConfig, ingest, input_bytes, plan_partitions
+from npmcore.corpus.readers import CorpusError
 from npmcore.progress import shard_progress
 from npmcore.snapshots import read_blocks
 from npmcore.storage import SnapshotError, list_snapshots, open_snapshot
@@ -112,7 +112,8 @@ def test_unreachable_scheduler_fails_fast():
 def test_killed_run_leaves_no_valid_snapshot(tmp_path, news_path):
     store = tmp_path / "store"
     config = IngestConfig(partition_bytes=20_000)  # about 25 partitions of the news file
-    script = f"from npmcore.ingest import IngestConfig, ingest\ningest([{news_path!r}], {str(store)!r}, {config!r})\n"
+    script = "from npmcore.corpus.ingest import IngestConfig, ingest\n"
+    script += f"ingest([{news_path!r}], {str(store)!r}, {config!r})\n"
     kill_once(script, store, "corpus/.tmp-*/blocks/part-00002.parquet", timeout_s=120)
     assert list_snapshots(str(store), "corpus") == []
     staging = next(store.glob("corpus/.tmp-*"))

@@ -12,11 +12,8 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from flows.cli import app
-from npmcore.encoder import EncoderError, base_encoder_path, default_encoder_path, load_masked_lm, mlm_head, save_fp16
-from npmcore.evaluation.masked import run_masked
-from npmcore.evaluation.tasks import DEFAULT_DATA_DIR, WIKITEXT_MASKED, load_task
-from npmcore.inference import NPM, label_token_ids
-from npmcore.knnlm import (
+from npmcore.answer.inference import NPM, label_token_ids
+from npmcore.answer.knnlm import (
     KNN_BACKOFF,
     MaskedLMHead,
     block_sample,
@@ -27,6 +24,9 @@ from npmcore.knnlm import (
     log_mix,
     searchers,
 )
+from npmcore.encoder import EncoderError, base_encoder_path, default_encoder_path, load_masked_lm, mlm_head, save_fp16
+from npmcore.evaluation.masked import run_masked
+from npmcore.evaluation.tasks import DEFAULT_DATA_DIR, WIKITEXT_MASKED, load_task
 from npmcore.snapshots import iter_shards
 from npmcore.vocab import vocab_tables
 

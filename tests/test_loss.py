@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from npmcore.loss import PreBatch, span_loss, token_loss
+from npmcore.model.loss import PreBatch, span_loss, token_loss
 
 B, T, D, S = 4, 7, 8, 6
 

@@ -22,10 +22,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from npmcore.blocks import split_document
-from npmcore.corpus import Document, iter_wiki_pages, read_lines, wiki_documents
-from npmcore.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens
-from npmcore.train import StepBatch, batch_stats
+from npmcore.corpus.blocks import split_document
+from npmcore.corpus.readers import Document, iter_wiki_pages, read_lines, wiki_documents
+from npmcore.model.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens
+from npmcore.model.train import StepBatch, batch_stats
 from npmcore.vocab import FUNCTION_WORDS, vocab_tables
 
 MAX_TOKENS = 256

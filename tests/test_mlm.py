@@ -9,10 +9,10 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from npmcore.blocks import split_document
-from npmcore.corpus import read_lines
+from npmcore.corpus.blocks import split_document
+from npmcore.corpus.readers import read_lines
 from npmcore.encoder import EncoderError, load_masked_lm, mlm_head
-from npmcore.mlm import mask_mlm, mlm_loss
+from npmcore.model.mlm import mask_mlm, mlm_loss
 from npmcore.vocab import vocab_tables
 
 

@@ -7,14 +7,14 @@ import pytest
 import torch
 from conftest import SHARED_DATA
 
-from npmcore import bm25
+from npmcore.corpus.ingest import IngestConfig, ingest
 from npmcore.encoder import load_tokenizer
-from npmcore.indexer import build_bm25_index
-from npmcore.ingest import IngestConfig, ingest
-from npmcore.neighbours import NEIGHBOURS, SEARCHED, neighbour_batches, seed_query
+from npmcore.index import bm25
+from npmcore.index.indexer import build_bm25_index
+from npmcore.model.neighbours import NEIGHBOURS, SEARCHED, neighbour_batches, seed_query
+from npmcore.model.train import TrainConfig, batch_stats, mask_batch, masked_batches, train
 from npmcore.snapshots import read_blocks
 from npmcore.storage import local_folder
-from npmcore.train import TrainConfig, batch_stats, mask_batch, masked_batches, train
 
 BATCH = 8
 

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from npmcore.inference import NPM
-from npmcore.phrases import candidate_spans, repeating_spans
+from npmcore.answer.inference import NPM
+from npmcore.answer.phrases import candidate_spans, repeating_spans
 from npmcore.vocab import content_words_of
 
 

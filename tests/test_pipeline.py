@@ -19,7 +19,7 @@ from flows.params import IngestParams
 from flows.pipeline import PipelineParams, pipeline
 from flows.prefect_api import prefect_api
 from flows.results import EvalRow, PipelineResult
-from npmcore.serving import read_serving, serving_index
+from npmcore.serve.serving import read_serving, serving_index
 from npmcore.snapshots import INDEX
 from npmcore.storage import list_snapshots, open_snapshot
 

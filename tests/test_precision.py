@@ -7,9 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from npmcore import precision
 from npmcore.encoder import EncoderError, _openvino_model, encode, encoder_fingerprint, fast_forward, load_encoder
-from npmcore.precision import (
+from npmcore.index import precision
+from npmcore.index.precision import (
     PROBE_BLOCK_TOKENS,
     PROBE_BLOCKS,
     choose_precision,

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
+from npmcore.adapt.query_train import QueryTrainConfig, batch_indices, export_query_encoder, query_loss, train_query
+from npmcore.adapt.reading import QueryExample, cloze_examples, read_examples, reading_set
+from npmcore.answer.inference import NPM, InferenceConfig
+from npmcore.answer.phrases import content_spans
 from npmcore.encoder import base_encoder_path, cached_encoder, encoder_fingerprint
 from npmcore.evaluation.metrics import exact_match
-from npmcore.indexer import build_bm25_index
-from npmcore.inference import NPM, InferenceConfig
-from npmcore.phrases import content_spans
-from npmcore.query_encoder import QUERY_ENCODER
-from npmcore.query_train import QueryTrainConfig, batch_indices, export_query_encoder, query_loss, train_query
-from npmcore.reading import QueryExample, cloze_examples, read_examples, reading_set
+from npmcore.index.indexer import build_bm25_index
+from npmcore.model.query_encoder import QUERY_ENCODER
 
 L_MAX = 10
 

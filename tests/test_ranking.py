@@ -1,4 +1,4 @@
-"""Evidence scoring (npmcore.ranking) on the shared news index, against brute-force references."""
+"""Evidence scoring (npmcore.answer.ranking) on the shared news index, against brute-force references."""
 
 import json
 import math
@@ -8,10 +8,8 @@ import numpy as np
 import pytest
 from reference import QUERIES, corpus_blocks, evidence_features
 
-from npmcore.evaluation.diagnostics import right_answers
-from npmcore.evaluation.verbatim import draw_facts
-from npmcore.inference import NPM, InferenceConfig
-from npmcore.ranking import (
+from npmcore.answer.inference import NPM, InferenceConfig
+from npmcore.answer.ranking import (
     FEATURE_NAMES,
     NEAR,
     PHRASE_FEATURES,
@@ -24,6 +22,8 @@ from npmcore.ranking import (
     query_context,
     rank_phrases,
 )
+from npmcore.evaluation.diagnostics import right_answers
+from npmcore.evaluation.verbatim import draw_facts
 from npmcore.rarity import OTHER, token_kinds
 from npmcore.snapshots import iter_shards, read_blocks
 from npmcore.vocab import vocab_tables

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 import torch
 
-from npmcore.blocks import split_document
-from npmcore.corpus import read_lines
-from npmcore.masking import MaskingConfig, _sample_spans, mask_spans
+from npmcore.corpus.blocks import split_document
+from npmcore.corpus.readers import read_lines
+from npmcore.model.masking import MaskingConfig, _sample_spans, mask_spans
 from npmcore.rarity import (
     DATE,
     KINDS,

@@ -22,8 +22,8 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from flows.cli.common import is_user_error, store_failure
-from npmcore.datastore import build_datastore
-from npmcore.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.index.datastore import build_datastore
 from npmcore.snapshots import open_index
 from npmcore.storage import S3_CLIENT, list_snapshots, local_folder, open_snapshot
 

@@ -15,11 +15,11 @@ from fastapi.testclient import TestClient
 from typer.testing import CliRunner
 
 from flows.cli import app
-from npmcore.api import Settings, create_app
-from npmcore.bm25 import BM25Searcher
+from npmcore.answer.inference import NPM, InferenceConfig
 from npmcore.evaluation.dumps import dump_file_text
-from npmcore.indexer import write_bm25
-from npmcore.inference import NPM, InferenceConfig
+from npmcore.index.bm25 import BM25Searcher
+from npmcore.index.indexer import write_bm25
+from npmcore.serve.api import Settings, create_app
 from npmcore.snapshots import open_corpus, open_index, read_blocks
 from npmcore.sources import checksum
 from npmcore.storage import sha256_file

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from npmcore.corpus import Document, read_wikiextractor
+from npmcore.corpus.readers import Document, read_wikiextractor
 from npmcore.evaluation.diagnostics import answer_kind
 from npmcore.evaluation.templates import MASK
 from npmcore.evaluation.temporal import (

@@ -16,16 +16,15 @@ import torch.multiprocessing as mp
 from conftest import free_port
 from typer.testing import CliRunner
 
-import npmcore.train
+import npmcore.model.train
 from flows.cli import app
-from npmcore.batching import iter_batches
-from npmcore.checkpointing import CHECKPOINTS
+from npmcore.corpus.ingest import IngestConfig, ingest
 from npmcore.encoder import load_encoder, load_masked_lm, load_tokenizer, mlm_head
-from npmcore.ingest import IngestConfig, ingest
-from npmcore.loss import PreBatch
-from npmcore.masking import MaskingConfig
-from npmcore.storage import SnapshotError, list_snapshots
-from npmcore.train import (
+from npmcore.model.batching import iter_batches
+from npmcore.model.checkpointing import CHECKPOINTS
+from npmcore.model.loss import PreBatch
+from npmcore.model.masking import MaskingConfig
+from npmcore.model.train import (
     PREFETCH,
     PRESETS,
     TrainConfig,
@@ -43,6 +42,7 @@ from npmcore.train import (
     train,
     training_model,
 )
+from npmcore.storage import SnapshotError, list_snapshots
 
 OBJECTIVES = {
     "npm": {},
@@ -169,7 +169,7 @@ def test_background_masking_gives_the_inline_batches_and_losses(tmp_path, config
         return measured, model.state_dict()
 
     background_losses, background_weights = run("background")
-    monkeypatch.setattr(npmcore.train, "in_background", lambda items, depth: items)  # masked in the loop
+    monkeypatch.setattr(npmcore.model.train, "in_background", lambda items, depth: items)  # masked in the loop
     inline_losses, inline_weights = run("inline")
     assert background_losses == inline_losses and len(inline_losses) == 2
     for name, tensor in inline_weights.items():
@@ -265,7 +265,7 @@ def test_torchrun_trains_on_two_processes_and_the_run_can_be_registered(tmp_path
         "--nproc-per-node",
         "2",
         "-m",
-        "npmcore.train",
+        "npmcore.model.train",
         "--corpus",
         config.corpus,
         "--run-dir",
@@ -358,9 +358,9 @@ def test_mixed_precision_training_runs(tmp_path, config, amp):
 def test_export_writes_fp16_weights_with_the_tokenizer_unchanged(tmp_path, config):
     from safetensors.torch import load_file
 
-    from npmcore.checkpointing import checkpoint_steps
     from npmcore.encoder import base_encoder_path, encoder_fingerprint, tokenizer_fingerprint
-    from npmcore.train import load_trained
+    from npmcore.model.checkpointing import checkpoint_steps
+    from npmcore.model.train import load_trained
 
     run = str(tmp_path / "run")
     _, trained = train(config, run)

@@ -17,9 +17,9 @@ from reference import jaccard
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
-from npmcore.corpus import CorpusError, detect_format
-from npmcore.dedup import THRESHOLD, ArticleKey, Deduplicator, shingles, signature, text_hash
-from npmcore.warc import WarcCounts, check_language, iter_records, read_articles
+from npmcore.corpus.dedup import THRESHOLD, ArticleKey, Deduplicator, shingles, signature, text_hash
+from npmcore.corpus.readers import CorpusError, detect_format
+from npmcore.corpus.warc import WarcCounts, check_language, iter_records, read_articles
 
 EXAMPLE_TEXT = (
     "This domain is established to be used for illustrative examples in documents. "

@@ -19,7 +19,7 @@ from flows.cli.common import (
 )
 from flows.output import counts_table, crawl_table, number, shown, sources_table, table
 from flows.params import IngestParams, absolute_store
-from npmcore.corpus import FORMATS
+from npmcore.corpus.readers import FORMATS
 from npmcore.snapshots import CORPUS, open_corpus
 from npmcore.storage import join, list_snapshots, open_snapshot
 

@@ -23,7 +23,7 @@ from flows.cli.common import DaskAddress, Precision, Store, Workers, cluster_par
 from flows.params import CLOZE_TEST, IngestParams, absolute_store
 from flows.results import PipelineResult
 from npmcore import __version__
-from npmcore.corpus import default_corpus
+from npmcore.corpus.readers import default_corpus
 from npmcore.storage import SnapshotError, existing_snapshot, join, open_snapshot, replace_json
 
 app = typer.Typer()
@@ -117,7 +117,7 @@ def demo_key(store: str, train_steps: int, precision: str) -> str:
 def unchanged_result(store: str, key: str) -> tuple[PipelineResult, str, str] | None:
     """The stored result, its MLflow URI and when it was made, if its key is ``key``, its corpus and index are
     intact, the store serves what it served then and its MLflow database is there; else None (run again)."""
-    from npmcore.serving import read_serving, verify_index
+    from npmcore.serve.serving import read_serving, verify_index
 
     try:
         with fsspec.open(join(store, RECORD)) as f:

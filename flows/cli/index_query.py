@@ -89,7 +89,7 @@ def index_command(
     new index (npmcore api); one with a pointer keeps it (npmcore serving set moves it)."""
     from flows.index import IndexParams, index_corpus
     from flows.prefect_api import prefect_api
-    from npmcore.serving import read_serving, serve_if_unset
+    from npmcore.serve.serving import read_serving, serve_if_unset
 
     params = IndexParams(
         store=store,
@@ -193,10 +193,10 @@ def query_command(
     evidence and where it comes from (source, dump date, article and its address)."""
     from dataclasses import asdict
 
-    from npmcore.asking import ask
-    from npmcore.confidence import abstention
-    from npmcore.indexer import store_root
-    from npmcore.inference import NPM, SCORINGS, InferenceConfig
+    from npmcore.answer.asking import ask
+    from npmcore.answer.confidence import abstention
+    from npmcore.answer.inference import NPM, SCORINGS, InferenceConfig
+    from npmcore.index.indexer import store_root
     from npmcore.tracking import resolve_encoder
 
     if scoring not in SCORINGS:

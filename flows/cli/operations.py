@@ -72,9 +72,9 @@ def api_command(
     POST /v1/predict, /v1/classify; GET /v1/index, /livez, /readyz, /metrics, and / for a page."""
     import uvicorn
 
-    from npmcore.api import Settings, create_app
-    from npmcore.precision import SETTINGS
-    from npmcore.serving import serving_index
+    from npmcore.index.precision import SETTINGS
+    from npmcore.serve.api import Settings, create_app
+    from npmcore.serve.serving import serving_index
     from npmcore.tracking import resolve_encoder
 
     if precision not in SETTINGS:
@@ -108,7 +108,7 @@ app.add_typer(serving_app, name="serving", rich_help_panel=PANEL)
 @command
 def serving_show(store: Store = "npm-store") -> None:
     """The index served now, why, since when, and the earlier ones (for rollback)."""
-    from npmcore.serving import read_serving
+    from npmcore.serve.serving import read_serving
 
     pointer = read_serving(absolute_store(store))
     if pointer is None:
@@ -125,7 +125,7 @@ def serving_set(
     index: Annotated[str, typer.Argument(help="An index snapshot URL of the store.")], store: Store = "npm-store"
 ) -> None:
     """Point the store at an index snapshot (the service swaps it in)."""
-    from npmcore.serving import set_serving
+    from npmcore.serve.serving import set_serving
 
     print(set_serving(absolute_store(store), absolute_store(index)).index)
 
@@ -134,7 +134,7 @@ def serving_set(
 @command
 def serving_rollback(store: Store = "npm-store") -> None:
     """Point the store back at the index it served before."""
-    from npmcore.serving import rollback_serving
+    from npmcore.serve.serving import rollback_serving
 
     print(rollback_serving(absolute_store(store)).index)
 

@@ -174,7 +174,7 @@ def register_command(
 ) -> None:
     """Log a trained encoder to MLflow and register it as npm-encoder.
 
-    From a run folder (e.g. of torchrun -m npmcore.train): its newest checkpoint.
+    From a run folder (e.g. of torchrun -m npmcore.model.train): its newest checkpoint.
     Or an encoder folder (e.g. returned by a GPU run)."""
     from npmcore.tracking import register_checkpoint, register_encoder, tracking_uri
 
@@ -201,7 +201,7 @@ def export_command(
 ) -> None:
     """Write a checkpoint as an encoder folder: fp16 safetensors with the MLM head and the tokenizer."""
     from npmcore.encoder import export_fp16
-    from npmcore.train import export_checkpoint
+    from npmcore.model.train import export_checkpoint
 
     part_bytes = int(part_mib * 2**20) if part_mib else None
     path = absolute_store(source)
@@ -245,7 +245,7 @@ def bundle_command(
     ] = None,
 ) -> None:
     """Write a corpus snapshot's training fields (token ids, documents, title lengths) into one compact file."""
-    from npmcore.bundle import write_bundle
+    from npmcore.corpus.bundle import write_bundle
 
     info = write_bundle(absolute_store(corpus), out, max_tokens)
     size = out.stat().st_size

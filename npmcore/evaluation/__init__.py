@@ -11,4 +11,6 @@ their metrics, and the reference corpora they are evaluated against.
 | `diagnostics.py` | open-set errors: the gold's rank among NPM's candidates, the top-1's kind (name, date, …) |
 
 Tests: `tests/test_evaluation_data.py`, `tests/test_paraphrase.py`.
+
+Imports the shared modules, ``npmcore.corpus`` and ``npmcore.answer`` (the systems it evaluates).
 """

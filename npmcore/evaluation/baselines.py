@@ -8,14 +8,14 @@
 
 Both answer one token, so a gold answer of several tokens is never matched: the gap to NPM's
 phrases is part of what the nonparametric part adds. The head must have been trained
-(:class:`npmcore.knnlm.MaskedLMHead` refuses one that was not).
+(:class:`npmcore.answer.knnlm.MaskedLMHead` refuses one that was not).
 """
 
 import numpy as np
 
+from npmcore.answer.inference import NPM
+from npmcore.answer.knnlm import MaskedLMHead
 from npmcore.encoder import special_frame
-from npmcore.inference import NPM
-from npmcore.knnlm import MaskedLMHead
 
 BASELINES = ("mlm-head", "mlm-read")
 

@@ -2,7 +2,7 @@
 and what kind of phrase (name, number, date, other) came first instead.
 
 Pure functions on strings; ``bench/paraphrase.py`` feeds them the ranked candidates of
-:meth:`npmcore.inference.NPM.phrases`.
+:meth:`npmcore.answer.inference.NPM.phrases`.
 """
 
 import re

@@ -1,5 +1,5 @@
 """Masked-token systems on a task: the MLM head, the kNN distribution and their interpolation
-(:mod:`npmcore.knnlm`), swept over λ, τ, exact or approximate search and datastore fractions.
+(:mod:`npmcore.answer.knnlm`), swept over λ, τ, exact or approximate search and datastore fractions.
 
 The queries are encoded and searched once per searcher; every (λ, τ) is then arithmetic on
 the same arrays, so a sweep costs little more than one run.
@@ -16,10 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
-from npmcore.evaluation.run import label_ids
-from npmcore.evaluation.tasks import Task
-from npmcore.inference import NPM, label_token_ids
-from npmcore.knnlm import (
+from npmcore.answer.inference import NPM, label_token_ids
+from npmcore.answer.knnlm import (
     MaskedLMHead,
     Searcher,
     gold_nll,
@@ -29,6 +27,8 @@ from npmcore.knnlm import (
     log_mix,
     perplexity,
 )
+from npmcore.evaluation.run import label_ids
+from npmcore.evaluation.tasks import Task
 from npmcore.plots import line_plot
 from npmcore.vocab import vocab_tables
 
@@ -65,7 +65,7 @@ def run_masked(
     k: int,
     calibrate: bool = True,
 ) -> MaskedStudy:
-    """Every system of :mod:`npmcore.knnlm` on ``task``: ``mlm`` once, ``knn`` per searcher and τ,
+    """Every system of :mod:`npmcore.answer.knnlm` on ``task``: ``mlm`` once, ``knn`` per searcher and τ,
     ``knn-lm`` per searcher, τ and λ (0 < λ < 1)."""
     if not task.examples:
         raise ValueError(f"task {task.name} has no examples to evaluate (skipped: {task.skipped})")

@@ -14,11 +14,11 @@ from typing import Literal
 
 import numpy as np
 
+from npmcore.answer.inference import NPM, InferenceConfig, Mode, label_token_ids
 from npmcore.evaluation.baselines import BASELINES, MaskFiller
 from npmcore.evaluation.metrics import exact_match, in_passages, length_bucket, macro_by_length, repeats_query
 from npmcore.evaluation.selective import calibration_report
 from npmcore.evaluation.tasks import Task
-from npmcore.inference import NPM, InferenceConfig, Mode, label_token_ids
 
 # npm: BM25-restricted for open-set tasks (the paper), kNN for closed-set; npm-no-bm25: kNN over the
 # index for open-set tasks too; npm-single: one [MASK] vector, single-token answers; open-set baselines

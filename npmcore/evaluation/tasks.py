@@ -21,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-from npmcore.asking import question_query
+from npmcore.answer.asking import question_query
 from npmcore.evaluation.readers import (
     GOOGLE_RE_TEMPLATES,
     kamel_files,

@@ -41,7 +41,7 @@ from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Literal
 
-from npmcore.corpus import Document, read_wikiextractor
+from npmcore.corpus.readers import Document, read_wikiextractor
 from npmcore.evaluation.diagnostics import Kind, answer_key, answer_kind
 from npmcore.evaluation.dumps import DUMPS  # the old and the new dump
 from npmcore.evaluation.templates import MASK

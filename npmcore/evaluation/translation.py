@@ -35,7 +35,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from npmcore.corpus import read_wikiextractor
+from npmcore.corpus.readers import read_wikiextractor
 from npmcore.evaluation.tasks import Split
 from npmcore.evaluation.templates import MASK
 
@@ -88,7 +88,7 @@ class TranslationFact:
 
 def read_articles(paths: Iterable[str | Path]) -> Iterator[tuple[str, str, str]]:
     """(page_id, title, text) of every article of WikiExtractor files, in file order
-    (:func:`npmcore.corpus.read_wikiextractor`)."""
+    (:func:`npmcore.corpus.readers.read_wikiextractor`)."""
     for path in paths:
         for doc in read_wikiextractor(Path(path).read_text(encoding="utf-8"), str(path)):
             yield doc.doc_id, doc.title, doc.text

@@ -13,7 +13,7 @@ around the mask. Each fact masks one phrase of one of four kinds (the kinds of
 A phrase is maskable only where an open-set answer could be right: it occurs once in its
 sentence and shares no content word with the rest of it (NPM answers never repeat the query's
 words, :func:`npmcore.vocab.content_words_of`). Sentences are those of
-:func:`npmcore.blocks.sentence_starts` inside one block, 8 to 60 words, starting with a capital
+:func:`npmcore.corpus.blocks.sentence_starts` inside one block, 8 to 60 words, starting with a capital
 letter and ending with ".", "!" or "?". A seeded draw takes ``per_kind`` facts of each kind,
 one per sentence, never a sentence of ``exclude`` (another split's).
 """
@@ -23,7 +23,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from npmcore.blocks import sentence_starts
+from npmcore.corpus.blocks import sentence_starts
 from npmcore.evaluation.diagnostics import KINDS, Kind, answer_kind
 from npmcore.evaluation.templates import MASK
 from npmcore.vocab import FUNCTION_WORDS, content_words_of

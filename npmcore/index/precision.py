@@ -13,7 +13,7 @@ The probe embeds blocks of real text (the first articles of the embedded news co
 one-thread Dask worker embeds, in each precision the CPU can run. Its rates (tokens/s) are cached per
 machine (CPU model and flags, OpenVINO version; a GPU's name) and encoder (its weights' fingerprint) in
 ``{cache}/precision/`` (:func:`npmcore.machine.measured_rates`); they are also the plan's embedding rate
-(:func:`npmcore.datastore.embedding_seconds`).
+(:func:`npmcore.index.datastore.embedding_seconds`).
 """
 
 import logging
@@ -25,8 +25,8 @@ from typing import Literal, get_args
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from npmcore.blocks import split_document
-from npmcore.corpus import Document, default_corpus
+from npmcore.corpus.blocks import split_document
+from npmcore.corpus.readers import Document, default_corpus
 from npmcore.encoder import Precision, encode, encoder_fingerprint, fast_forward
 from npmcore.machine import cpu_description, cpu_flags, cpu_name, measured_rates
 

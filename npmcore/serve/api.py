@@ -11,7 +11,7 @@ One process loads the encoder, the FAISS index, the datastore and BM25 once and 
 Concurrent requests are batched: a request waits at most ``max_wait_ms`` for others to share its
 encoder forward, batches hold at most ``max_batch`` queries, and a bounded queue answers 503 with
 ``Retry-After`` when full (never a hang). The served index follows the store's serving pointer
-(:mod:`npmcore.serving`): a watcher loads a new index beside the old one, checks it (checksums,
+(:mod:`npmcore.serve.serving`): a watcher loads a new index beside the old one, checks it (checksums,
 its datastore's sizes, counts, canary queries) and switches in one assignment; requests already
 holding the old index finish on it, and it is dropped when the last of them is done. An index that
 cannot be loaded or fails a check (corrupt, missing, a pointer written by hand) is refused and the
@@ -38,12 +38,12 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from npmcore.asking import ask
-from npmcore.confidence import Calibrator, abstention
+from npmcore.answer.asking import ask
+from npmcore.answer.confidence import Calibrator, abstention
+from npmcore.answer.inference import MASK, NPM, InferenceConfig, Scoring, Unsupported, label_token_ids
 from npmcore.evaluation.templates import CLOSED_SPECS
-from npmcore.inference import MASK, NPM, InferenceConfig, Scoring, Unsupported, label_token_ids
-from npmcore.precision import Setting
-from npmcore.serving import Serving, check_datastore, read_serving, serving_pointer
+from npmcore.index.precision import Setting
+from npmcore.serve.serving import Serving, check_datastore, read_serving, serving_pointer
 from npmcore.snapshots import open_corpus
 from npmcore.storage import read_manifest
 
@@ -64,8 +64,9 @@ class Settings:
     max_body_bytes: int = 64 * 1024
     poll_s: float = 2.0  # how often the serving pointer is read
     token: str | None = None  # bearer token every request but /livez and /readyz must carry
-    precision: Setting = "auto"  # of the query encoder (npmcore.precision)
-    model: str | None = None  # the encoder of queries (a query encoder: npmcore.query_encoder); None: each index's own
+    precision: Setting = "auto"  # of the query encoder (npmcore.index.precision)
+    # the encoder of queries (a query encoder: npmcore.model.query_encoder); None: each index's own
+    model: str | None = None
 
 
 class Served:

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 from npmcore.encoder import EncoderError, encoder_fingerprint, load_masked_lm, mlm_head
-from npmcore.faiss_index import search
+from npmcore.index.faiss_index import search
 from npmcore.snapshots import iter_shards
 
 KNN_BACKOFF = 0.01  # weight of the uniform distribution under the kNN system's p_kNN

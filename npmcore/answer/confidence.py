@@ -1,6 +1,6 @@
 """Confidence: each answer's probability of being right, and when to say "not in this corpus".
 
-Evidence scoring (:mod:`npmcore.ranking`) ranks a query's candidates; its softmax score says how
+Evidence scoring (:mod:`npmcore.answer.ranking`) ranks a query's candidates; its softmax score says how
 an answer compares with the other candidates, not how often such an answer is right (a query whose
 passages never say the fact still has a best candidate, often with a large share). A
 :class:`Calibrator` turns what the ranking computed into a probability: scikit-learn's
@@ -10,7 +10,7 @@ a proper scoring rule: its probabilities are calibrated on data like its fit's),
 * ``score`` and ``log_score``: its share of the ranking's softmax;
 * ``gap_to_best`` and ``margin_to_next``: its log score below the first answer's, above the next one's;
 * ``rank`` (log of 1 + rank) and ``candidates`` (log of how many phrases were scored);
-* its score's parts (:data:`npmcore.ranking.FEATURE_NAMES`, each a weight times a feature): how
+* its score's parts (:data:`npmcore.answer.ranking.FEATURE_NAMES`, each a weight times a feature): how
   much of the query's words the evidence repeats, NPM's similarities, how many positions spell it;
 * the query's shape: ``query_words`` (how many words), ``question`` (it asks a question: "…? Answer:
   [MASK]."), ``mask_at_end`` and ``mask_position`` (where its mask is, as a share of its length).
@@ -39,8 +39,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from npmcore.phrases import Phrases
-from npmcore.ranking import FEATURE_NAMES, Ranker
+from npmcore.answer.phrases import Phrases
+from npmcore.answer.ranking import FEATURE_NAMES, Ranker
 
 CONFIDENCE_FILE = "confidence.skops"
 CONFIDENCE_FEATURES = (
@@ -86,7 +86,7 @@ def query_features(query: str) -> np.ndarray:
 
 def confidence_features(phrases: Phrases, query: str, answers: int) -> np.ndarray:
     """(min(answers, m), len(CONFIDENCE_FEATURES)) features of a query's best ``answers`` phrases,
-    ranked by evidence scoring (``phrases.parts`` set: :func:`npmcore.ranking.rank_phrases`).
+    ranked by evidence scoring (``phrases.parts`` set: :func:`npmcore.answer.ranking.rank_phrases`).
 
     Raises:
         ValueError: ``phrases`` were ranked by NPM's own scoring (no parts).
@@ -226,7 +226,7 @@ def abstention_threshold(confidence: np.ndarray, right: np.ndarray, weight: np.n
 
 
 class Rated(Protocol):
-    """What abstention reads of an answer (:class:`npmcore.inference.Answer`): its confidence, if any."""
+    """What abstention reads of an answer (:class:`npmcore.answer.inference.Answer`): its confidence, if any."""
 
     confidence: float | None
 

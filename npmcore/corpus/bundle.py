@@ -6,7 +6,7 @@ files; training needs only each block's token ids, its document and the length o
 its first ``max_tokens`` tokens, whole documents) into one Parquet file: token ids as
 uint16 when the vocabulary fits, zstd at a high level, the snapshot's lineage in the
 file's metadata. :func:`read_bundle` gives the blocks back in document order, and
-:func:`npmcore.batching.iter_batches` batches a bundle as it batches a snapshot (the
+:func:`npmcore.model.batching.iter_batches` batches a bundle as it batches a snapshot (the
 bundle is one shard).
 """
 
@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from npmcore.snapshots import open_corpus, read_blocks
 
 SUFFIX = ".bundle.parquet"
-_META = b"npmcore.bundle"
+_META = b"npmcore.corpus.bundle"
 COMPRESSION_LEVEL = 19  # zstd: the file is written once and travels; reading stays fast at any level
 
 

@@ -14,7 +14,7 @@ split or tokenized again: its rows are copied from the previous shard that holds
 The result is the snapshot a full ingest gives, byte for byte, only built faster.
 
 WARC files (CC-News) take two rounds: each file's articles are extracted on a worker and staged
-with their dedup keys, the driver drops the duplicates (:mod:`npmcore.dedup`), and the workers
+with their dedup keys, the driver drops the duplicates (:mod:`npmcore.corpus.dedup`), and the workers
 then split and tokenize the articles kept.
 
 A corpus holds sources (:mod:`npmcore.sources`): a wiki's pages, or a file of another kind. An ingest
@@ -40,9 +40,11 @@ from distributed import Client
 from fsspec.utils import infer_compression, seek_delimiter
 
 from npmcore import __version__
-from npmcore.blocks import split_document
 from npmcore.cluster import check_readable, map_bounded
-from npmcore.corpus import (
+from npmcore.corpus.blocks import split_document
+from npmcore.corpus.dedup import CONFIG as DEDUP_CONFIG
+from npmcore.corpus.dedup import ArticleKey, find_duplicates, signature, text_hash
+from npmcore.corpus.readers import (
     COMPRESSION_ERRORS,
     CorpusError,
     Document,
@@ -58,8 +60,7 @@ from npmcore.corpus import (
     source_name,
     wiki_documents,
 )
-from npmcore.dedup import CONFIG as DEDUP_CONFIG
-from npmcore.dedup import ArticleKey, find_duplicates, signature, text_hash
+from npmcore.corpus.warc import EXTRACTOR, Article, WarcCounts, check_language, read_articles
 from npmcore.encoder import load_tokenizer, tokenizer_fingerprint
 from npmcore.snapshots import BLOCK_SCHEMA, CORPUS, WARC_BLOCK_SCHEMA, CorpusSnapshot, open_corpus, read_shard
 from npmcore.sources import Source, describe, source_of, totals
@@ -75,7 +76,6 @@ from npmcore.storage import (
     snapshot_id,
     snapshot_url,
 )
-from npmcore.warc import EXTRACTOR, Article, WarcCounts, check_language, read_articles
 
 log = logging.getLogger(__name__)
 
@@ -125,7 +125,7 @@ class Partition:
     prefixes: frozenset[str] = field(default_factory=frozenset)  # mediawiki only
     previous: str | None = None  # the corpus snapshot the ReusedPages are copied from
     wiki: str = ""  # the wiki of the file's pages ("" for inputs of no wiki): each of its documents is checked
-    delimiter: bytes = b"\n"  # what ends a record of the file (npmcore.corpus.record_delimiter)
+    delimiter: bytes = b"\n"  # what ends a record of the file (npmcore.corpus.readers.record_delimiter)
 
     @property
     def corpus_source(self) -> str:
@@ -435,7 +435,7 @@ def _write_table(table: pa.Table, url: str) -> FileEntry:
 def deduplicate(
     results: list[IngestedShard], staging: str, config: IngestConfig, client: Client | None, extends: str | None
 ) -> tuple[list[IngestedShard], dict[str, int]]:
-    """Decide which staged articles of the WARC files are duplicates (:func:`npmcore.dedup.find_duplicates`,
+    """Decide which staged articles of the WARC files are duplicates (:func:`npmcore.corpus.dedup.find_duplicates`,
     after the articles of the corpus ``extends``), then write the shards of the others. Returns all
     shards and the WARC counts of the ingest."""
     drops, verdicts = find_duplicates(((r.index, key) for r in results for key in r.articles), extends)

@@ -1,6 +1,6 @@
 """Evidence: the passages an answer comes from, read back from the corpus snapshot.
 
-An index knows every token by its global id (``Corpus`` of :mod:`npmcore.phrases`); the
+An index knows every token by its global id (``Corpus`` of :mod:`npmcore.answer.phrases`); the
 block texts stay in the corpus snapshot. :class:`EvidenceReader` reads a block's title and
 text (a shard at a time, cached), tokenizes the passage again with character offsets and
 turns an :class:`Evidence` (global token ids) into an :class:`EvidenceSpan`: the passage
@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 from transformers import PreTrainedTokenizerFast
 
-from npmcore.blocks import encoder_input
-from npmcore.corpus import page_url
+from npmcore.answer.phrases import Corpus
+from npmcore.corpus.blocks import encoder_input
+from npmcore.corpus.readers import page_url
 from npmcore.encoder import special_frame
-from npmcore.phrases import Corpus
 from npmcore.snapshots import IndexSnapshot, open_corpus, read_shard
 from npmcore.sources import Citation
 

@@ -4,7 +4,7 @@ Readers turn raw inputs into :class:`Document` objects. Dumps are streamed with
 ``mwxml`` in constant memory and their wikitext is turned into plain text with
 ``mwparserfromhell``; the line-based formats are read in delimiter-aligned byte ranges
 so one large file can be split across workers. Web crawls (format ``warc``) are read by
-:mod:`npmcore.warc`.
+:mod:`npmcore.corpus.warc`.
 
 A page of a wiki knows its wiki, the host of its URL (``en.wikipedia.org``, ``simple.wikipedia.org``):
 page ids are per wiki, so its id in a corpus is ``{wiki}:{page id}`` (:attr:`Document.key`).

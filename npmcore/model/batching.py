@@ -37,7 +37,7 @@ from typing import TypeVar
 import numpy as np
 import pyarrow as pa
 
-from npmcore.bundle import bundle_info, is_bundle, read_bundle
+from npmcore.corpus.bundle import bundle_info, is_bundle, read_bundle
 from npmcore.snapshots import open_corpus, read_shard
 
 log = logging.getLogger(__name__)
@@ -143,8 +143,8 @@ def iter_batches(
     """One epoch of document-grouped batches of a corpus snapshot or a training bundle.
 
     Args:
-        corpus_url: a corpus snapshot (from :func:`npmcore.ingest.ingest`) or a training
-            bundle (``*.bundle.parquet``, :mod:`npmcore.bundle`: one shard).
+        corpus_url: a corpus snapshot (from :func:`npmcore.corpus.ingest.ingest`) or a training
+            bundle (``*.bundle.parquet``, :mod:`npmcore.corpus.bundle`: one shard).
         batch_size: sequences per batch, >= 2 and at most the corpus' block count.
         seed, epoch: the shuffle; the same pair gives the same batches.
         drop_last: drop incomplete batches (see the module docstring), so that every

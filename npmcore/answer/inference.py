@@ -7,10 +7,10 @@ product ``q·E(c) / sqrt(d)``.
 
 * :meth:`NPM.predict` (open-set, NPM): top-k tokens for q_start and for q_end from the
   FAISS index (its shortlist of k x rerank re-scored with the datastore's exact vectors),
-  candidate spans around them (:mod:`npmcore.phrases`), each candidate's first and last
+  candidate spans around them (:mod:`npmcore.answer.phrases`), each candidate's first and last
   token scored with the datastore's vectors (decoded from the index's codes when the
   datastore is gone), phrases ranked by summed exp scores (``scoring="npm"``, the paper's) or,
-  by default, by evidence scoring (:mod:`npmcore.ranking`: those scores together with what each
+  by default, by evidence scoring (:mod:`npmcore.answer.ranking`: those scores together with what each
   candidate's passage says around it, weighted by the encoder's ``ranker.json``); all of them,
   ranked: :meth:`NPM.phrases`; with their features: :meth:`NPM.candidates`.
   With ``restrict`` the search space is instead every token of the top BM25 passages,
@@ -22,8 +22,8 @@ product ``q·E(c) / sqrt(d)``.
   retrieved tokens that are its verbalizer words; NPM queries with q_start + q_end
   (the sum of the start and end similarities).
 
-Answers carry :class:`~npmcore.evidence.Evidence` (global token ids); ``NPM.evidence``
-(an :class:`~npmcore.evidence.EvidenceReader`) reads the passages behind them.
+Answers carry :class:`~npmcore.answer.evidence.Evidence` (global token ids); ``NPM.evidence``
+(an :class:`~npmcore.answer.evidence.EvidenceReader`) reads the passages behind them.
 """
 
 import functools
@@ -37,22 +37,10 @@ from typing import Literal
 import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from npmcore import bm25
-from npmcore.confidence import CONFIDENCE_FILE, Calibrator, confidence_features, ranker_checksum
-from npmcore.encoder import (
-    cached_encoder,
-    default_encoder_path,
-    encode,
-    encoder_fingerprint,
-    fast_forward,
-    local_model_dir,
-    special_frame,
-    tokenizer_fingerprint,
-)
-from npmcore.evidence import Evidence, EvidenceReader
-from npmcore.faiss_index import read_index, reconstruct, rescore, search, set_search_params, to_gpu
-from npmcore.passage_vectors import PASSAGES, passage_key
-from npmcore.phrases import (
+from npmcore.answer.confidence import CONFIDENCE_FILE, Calibrator, confidence_features, ranker_checksum
+from npmcore.answer.evidence import Evidence, EvidenceReader
+from npmcore.answer.passage_vectors import PASSAGES, passage_key
+from npmcore.answer.phrases import (
     Corpus,
     Phrases,
     candidate_spans,
@@ -62,9 +50,7 @@ from npmcore.phrases import (
     score_phrases,
     score_tokens,
 )
-from npmcore.precision import Setting, resolve_precision
-from npmcore.query_encoder import check_index, check_passage_weights, passage_side, passage_source
-from npmcore.ranking import (
+from npmcore.answer.ranking import (
     FEATURE_NAMES,
     RANKER_FILE,
     Candidates,
@@ -75,6 +61,20 @@ from npmcore.ranking import (
     query_context,
     rank_phrases,
 )
+from npmcore.encoder import (
+    cached_encoder,
+    default_encoder_path,
+    encode,
+    encoder_fingerprint,
+    fast_forward,
+    local_model_dir,
+    special_frame,
+    tokenizer_fingerprint,
+)
+from npmcore.index import bm25
+from npmcore.index.faiss_index import read_index, reconstruct, rescore, search, set_search_params, to_gpu
+from npmcore.index.precision import Setting, resolve_precision
+from npmcore.model.query_encoder import check_index, check_passage_weights, passage_side, passage_source
 from npmcore.rarity import block_frequency, token_kinds
 from npmcore.snapshots import DatastoreRows, IndexSnapshot, open_corpus, open_index
 from npmcore.storage import SnapshotError, local_folder
@@ -85,7 +85,7 @@ log = logging.getLogger(__name__)
 MASK = "[MASK]"  # the mask marker of queries, for every encoder
 Mode = Literal["npm", "npm-single"]  # two query vectors ([MASKs][MASKe]) or one
 # npm: the paper's (summed exp similarities of each phrase's positions); evidence: NPM's candidates
-# ranked by what their passages say around them as well (npmcore.ranking)
+# ranked by what their passages say around them as well (npmcore.answer.ranking)
 Scoring = Literal["npm", "evidence"]
 SCORINGS: tuple[Scoring, ...] = ("evidence", "npm")
 
@@ -125,14 +125,14 @@ class Answer:
     token_ids: tuple[int, ...]
     score: float  # normalised: the answers of all candidates of a query sum to 1
     evidence: tuple[Evidence, ...]  # best first
-    parts: dict[str, float] | None = None  # evidence scoring: the score's parts (npmcore.ranking.FEATURE_NAMES)
-    # evidence scoring with the encoder's calibrator: the probability that it is right (npmcore.confidence)
+    parts: dict[str, float] | None = None  # evidence scoring: the score's parts (npmcore.answer.ranking.FEATURE_NAMES)
+    # evidence scoring with the encoder's calibrator: the probability that it is right (npmcore.answer.confidence)
     confidence: float | None = None
 
 
 class NPM:
     """An index snapshot opened for queries, with its encoder. Queries (and passages encoded again) are
-    encoded in ``precision`` (:mod:`npmcore.precision`; ``auto``: this machine's), logged once.
+    encoded in ``precision`` (:mod:`npmcore.index.precision`; ``auto``: this machine's), logged once.
 
     Args:
         index_url: an index snapshot (local or remote; remote ones are copied to ``cache``).
@@ -140,7 +140,7 @@ class NPM:
             encoder needs the corpus's tokenizer, and answers only BM25-restricted queries
             (their passages are encoded again): the index's vectors are not its own, so kNN
             search (``restrict=False``, closed-set ``classify``) is refused. A query encoder
-            (:mod:`npmcore.query_encoder`) encodes the queries, and its passage encoder the passages:
+            (:mod:`npmcore.model.query_encoder`) encodes the queries, and its passage encoder the passages:
             an index whose vectors another encoder made is refused.
         cache: local folder for copies of remote snapshots (default: :func:`npmcore.storage.cache_dir`).
         ranker: the weights of evidence scoring; None = the encoder's ``ranker.json``, else the shipped
@@ -165,7 +165,7 @@ class NPM:
         self.tokenizer, self.model = cached_encoder(self.encoder_source)
         self.fingerprint = encoder_fingerprint(self.model)
         # passages (the index's vectors, or those encoded per query) come from the passage encoder: a query
-        # encoder's own (npmcore.query_encoder), else the encoder itself
+        # encoder's own (npmcore.model.query_encoder), else the encoder itself
         self.passage_side = passage_side(self.encoder_source)
         self.passage_model, self.passage_fingerprint = self.model, self.fingerprint
         if self.passage_side is not None:
@@ -257,7 +257,7 @@ class NPM:
 
     def candidates(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> Iterator[Candidates]:
         """Each query's candidates as NPM scores them, with the evidence features of every position:
-        what evidence scoring ranks (and :func:`npmcore.ranking.fit_ranker` learns from)."""
+        what evidence scoring ranks (and :func:`npmcore.answer.ranking.fit_ranker` learns from)."""
         return self._scored(queries, config, features=True)
 
     def _scored(self, queries: list[str], config: InferenceConfig, features: bool) -> Iterator[Candidates]:

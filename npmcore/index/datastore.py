@@ -15,7 +15,7 @@ Blocks keep the corpus shard's order, so a token's block and position follow fro
 offsets. The build is resumable: shards are written into ``.partial-{id}`` (kept when a
 build dies), a shard is finished once its marker is written (last), and a re-run skips
 finished shards. The snapshot id is a digest of the corpus id, the encoder's weights, the
-precision it computed in (f32 or bf16, :mod:`npmcore.precision`; ``auto`` is resolved first)
+precision it computed in (f32 or bf16, :mod:`npmcore.index.precision`; ``auto`` is resolved first)
 and the batching, so a different encoder or precision can never be mixed into an existing datastore.
 
 Incremental builds (a new dump of the same wiki): with ``reuse``, a datastore of another
@@ -37,7 +37,7 @@ from distributed import Client
 
 from npmcore.cluster import map_bounded
 from npmcore.encoder import Precision, cached_encoder, encode, encoder_fingerprint, fast_forward, special_frame
-from npmcore.precision import Setting, forward_rates, resolve_precision
+from npmcore.index.precision import Setting, forward_rates, resolve_precision
 from npmcore.snapshots import DATASTORE, open_corpus, open_datastore, read_shard, shard_arrays
 from npmcore.storage import (
     FileEntry,
@@ -94,7 +94,7 @@ def plan_datastore(
     reuse: str | None = None,
     precision: Setting = "auto",
 ) -> DatastorePlan:
-    """Check the corpus and the encoder, resolve the precision (:func:`~npmcore.precision.resolve_precision`)
+    """Check the corpus and the encoder, resolve the precision (:func:`~npmcore.index.precision.resolve_precision`)
     and fix the datastore's id (loads the encoder once). ``reuse``: a datastore embedded by the same encoder
     in the same precision whose vectors unchanged blocks copy."""
     manifest = open_corpus(corpus).manifest
@@ -147,7 +147,7 @@ def embedding_precision(encoder: str | None, precision: Setting) -> Precision:
 def embedding_seconds(corpus: str, encoder: str | None, threads: int, precision: Precision) -> float:
     """The plan's estimate of embedding ``corpus`` on ``threads`` worker threads: its tokens at the rate
     of the encoder's forward in ``precision`` on one thread of this machine (the precision probe's,
-    :func:`~npmcore.precision.forward_rates`, measured once and cached)."""
+    :func:`~npmcore.index.precision.forward_rates`, measured once and cached)."""
     tokenizer, model = cached_encoder(encoder)
     return open_corpus(corpus).manifest.counts["tokens"] / (forward_rates(model, tokenizer)[precision] * threads)
 

@@ -1,7 +1,7 @@
 """Query encoders: an encoder of queries trained for the vectors of one passage encoder.
 
 NPM answers by comparing a query's two mask vectors with the corpus's token vectors. The two sides
-need not be one encoder: query-side training (:mod:`npmcore.query_train`) adapts a copy of the
+need not be one encoder: query-side training (:mod:`npmcore.adapt.query_train`) adapts a copy of the
 passage encoder to its queries while the passage encoder, and so every index built with it, stays
 as it is (a served index of billions of vectors is never embedded again for it).
 

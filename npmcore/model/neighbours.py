@@ -1,7 +1,7 @@
 """Cross-document training batches: seed blocks with their BM25 neighbours from other documents.
 
 NPM's in-batch positives are the other sequences' occurrences of a masked span. In
-document-grouped batches (:mod:`npmcore.batching`, the paper's) those are mostly the same
+document-grouped batches (:mod:`npmcore.model.batching`, the paper's) those are mostly the same
 article's other blocks, which say a name or a date in the same words: the encoder learns to copy
 within an article. Here a batch is a few **seed** blocks, each followed by its top BM25
 neighbours in *other* documents of the training corpus (TRIME groups its training segments by
@@ -13,7 +13,7 @@ becomes a seed and brings up to ``neighbours`` blocks of other documents, those 
 batch skipped. Batches are a function of (seed, epoch), like document batches, and carry the
 same fields (the title and title-n-gram rules of the masking apply as they do there). The
 neighbours come from the BM25 index of an index snapshot of the training corpus (an index of
-BM25 alone will do: :func:`npmcore.indexer.build_bm25_index`).
+BM25 alone will do: :func:`npmcore.index.indexer.build_bm25_index`).
 """
 
 import logging
@@ -22,8 +22,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from npmcore import bm25
-from npmcore.batching import COLUMNS, Batch
+from npmcore.index import bm25
+from npmcore.model.batching import COLUMNS, Batch
 from npmcore.snapshots import open_corpus, open_index, read_blocks
 from npmcore.storage import local_folder
 

@@ -33,7 +33,7 @@ from warcio.archiveiterator import ArchiveIterator
 from warcio.limitreader import LimitReader
 from warcio.recordloader import ArcWarcRecord
 
-from npmcore.corpus import CorpusError, Document
+from npmcore.corpus.readers import CorpusError, Document
 
 log = logging.getLogger(__name__)
 

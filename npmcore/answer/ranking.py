@@ -43,7 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
-from npmcore.phrases import Corpus, Phrases
+from npmcore.answer.phrases import Corpus, Phrases
 from npmcore.rarity import OTHER
 
 RUN = 16  # longest context run compared, in tokens
@@ -250,7 +250,7 @@ class Ranker:
 class Candidates:
     """One query's candidates as NPM scores them, with the evidence features of the phrases and their positions."""
 
-    phrases: Phrases  # NPM's scoring (npmcore.phrases.score_phrases)
+    phrases: Phrases  # NPM's scoring (npmcore.answer.phrases.score_phrases)
     features: np.ndarray  # (m, len(PHRASE_FEATURES)) of phrases' rows (phrase_features)
     positions: np.ndarray  # (n, len(POSITION_FEATURES)) of phrases.spans (position_features)
 

@@ -2,7 +2,7 @@
 
 NPM (Min et al. 2023) starts from RoBERTa, an encoder already trained to fill in masks.
 The default MiniLM-L6 is a sentence-embedding model whose ``[MASK]`` outputs are nearly
-one vector in every context, so :mod:`npmcore.train` can first train it as a masked LM
+one vector in every context, so :mod:`npmcore.model.train` can first train it as a masked LM
 (``objective="mlm"``) and then continue with NPM, or add this loss to NPM's as an
 auxiliary term (``mlm_weight``).
 

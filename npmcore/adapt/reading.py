@@ -1,6 +1,6 @@
 """Reading sets: queries with their answers, in the setting NPM answers in.
 
-Query-side training (:mod:`npmcore.query_train`) teaches a query encoder to pick the answer out of
+Query-side training (:mod:`npmcore.adapt.query_train`) teaches a query encoder to pick the answer out of
 the passages BM25 brings for its query, passages it did not write. Its data are
 :class:`QueryExample` s, from one of two sources:
 
@@ -27,11 +27,11 @@ from typing import Literal
 
 import numpy as np
 
+from npmcore.answer.inference import NPM
+from npmcore.answer.phrases import content_spans
 from npmcore.evaluation.metrics import exact_match
 from npmcore.evaluation.templates import MASK
 from npmcore.evaluation.verbatim import maskable, sentences
-from npmcore.inference import NPM
-from npmcore.phrases import content_spans
 from npmcore.snapshots import read_blocks
 
 _ARTICLE = re.compile(r"^(?:the|an?)\s+", re.IGNORECASE)
@@ -123,7 +123,7 @@ def reading_set(npm: NPM, example: QueryExample, passages: int, unseen: Unseen =
     """The example's top ``passages`` BM25 passages of ``npm``'s index (none of its own document, or with
     ``unseen="block"`` none of its own block: the rest of its article says other things in other words), their
     content tokens as candidates and, among them, where a gold answer starts and ends: the spans NPM could
-    answer (whole words, a content word first and last: :func:`npmcore.phrases.content_spans`) whose text is
+    answer (whole words, a content word first and last: :func:`npmcore.answer.phrases.content_spans`) whose text is
     a gold answer (:func:`npmcore.evaluation.metrics.exact_match`). None when no passage writes one."""
     found = npm.bm25_blocks(example.query, passages + (SEARCHED_EXTRA if example.source else 0))
     blocks = [b for b in found if example.source is None or not same(npm.evidence.block_id(b), example.source, unseen)]

@@ -50,11 +50,11 @@ import fsspec
 import numpy as np
 from distributed import Client
 
-from npmcore import bm25
-from npmcore.blocks import encoder_input
 from npmcore.cluster import map_bounded
-from npmcore.datastore import reusable_blocks
-from npmcore.faiss_index import (
+from npmcore.corpus.blocks import encoder_input
+from npmcore.index import bm25
+from npmcore.index.datastore import reusable_blocks
+from npmcore.index.faiss_index import (
     OPQ_ITERATIONS,
     IndexChoice,
     add_codes,
@@ -132,7 +132,7 @@ def store_root(snapshot: str) -> str:
 
 def choose_for(tokens: int, dim: int, config: IndexConfig) -> IndexChoice:
     """The index ``config`` asks for over ``tokens`` vectors of ``dim`` dimensions (what it leaves
-    open chosen by :func:`npmcore.faiss_index.choose_index`)."""
+    open chosen by :func:`npmcore.index.faiss_index.choose_index`)."""
     return choose_index(
         dim,
         tokens,
@@ -218,8 +218,8 @@ def _encode_shard(
     trained: tuple[str, str], datastore: str, reuse: str | None, job: tuple[str, int, str]
 ) -> tuple[str, int, int]:
     """Encode one datastore shard (name, first global id, output URL) with the trained index (its URL and
-    sha256) on a worker (:func:`~npmcore.faiss_index.sa_encode`): an IVF index gets a shard index holding the shard's
-    codes under their global ids, any other the codes themselves, an (n, code_size) uint8 array.
+    sha256) on a worker (:func:`~npmcore.index.faiss_index.sa_encode`): an IVF index gets a shard index holding the
+    shard's codes under their global ids, any other the codes themselves, an (n, code_size) uint8 array.
     ``reuse``: an index of the same trained index over the datastore this one copied vectors from:
     the rows of copied blocks copy its codes instead (:func:`copied_rows`). Returns (URL, tokens, copied)."""
     name, first, out = job

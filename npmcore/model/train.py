@@ -2,7 +2,7 @@
 
 Objectives: ``npm`` masks whole-word spans and contrasts each span's [MASKs]/[MASKe]
 outputs against the unmasked batch's token vectors; ``npm-single`` masks single tokens;
-``mlm`` trains the encoder's masked-LM head with BERT masking (:mod:`npmcore.mlm`), the
+``mlm`` trains the encoder's masked-LM head with BERT masking (:mod:`npmcore.model.mlm`), the
 stage that gives an encoder that was never a masked LM (the packaged MiniLM-L6) the
 starting point the paper had (RoBERTa). ``mlm_weight`` adds the MLM loss to an NPM
 objective, on a third, BERT-masked copy of the batch encoded in the same pass. The model
@@ -47,14 +47,14 @@ import torch.distributed.nn.functional as dist_fn
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from npmcore.batching import Batch, by_length, iter_batches
-from npmcore.bundle import bundle_info, is_bundle
-from npmcore.checkpointing import CHECKPOINTS, load_weights, lr_schedule, resume, save_checkpoint
+from npmcore.corpus.bundle import bundle_info, is_bundle
 from npmcore.encoder import base_encoder_path, load_masked_lm, local_model_dir, mlm_head, save_fp16
-from npmcore.loss import PreBatch, span_loss, token_loss
-from npmcore.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens
-from npmcore.mlm import MLMBatch, mask_mlm, mlm_loss
-from npmcore.neighbours import neighbour_batches
+from npmcore.model.batching import Batch, by_length, iter_batches
+from npmcore.model.checkpointing import CHECKPOINTS, load_weights, lr_schedule, resume, save_checkpoint
+from npmcore.model.loss import PreBatch, span_loss, token_loss
+from npmcore.model.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens
+from npmcore.model.mlm import MLMBatch, mask_mlm, mlm_loss
+from npmcore.model.neighbours import neighbour_batches
 from npmcore.rarity import OTHER, TokenRarity, corpus_rarity
 from npmcore.snapshots import open_corpus
 from npmcore.storage import list_snapshots, open_snapshot
@@ -89,11 +89,12 @@ class TrainConfig:
     seed: int = 0
     checkpoint_every: int = 100  # steps between checkpoints (and at the end)
     masking: MaskingConfig = field(default_factory=MaskingConfig)  # ratio is also the MLM masking budget
-    prebatch: int = 0  # npm: the keys of this many earlier micro-batches are extra negatives (npmcore.loss)
-    # "document": a batch is a document's consecutive blocks (npmcore.batching, the paper's); "bm25": seed blocks
-    # with their BM25 neighbours in other documents (npmcore.neighbours), found with the index `neighbours`
+    prebatch: int = 0  # npm: the keys of this many earlier micro-batches are extra negatives (npmcore.model.loss)
+    # "document": a batch is a document's consecutive blocks (npmcore.model.batching, the paper's); "bm25": seed blocks
+    # with their BM25 neighbours in other documents (npmcore.model.neighbours), found with the index `neighbours`
     batches: Literal["document", "bm25"] = "document"
-    neighbours: str | None = None  # bm25 batches: an index of the corpus with BM25 (npmcore.indexer.build_bm25_index)
+    # bm25 batches: an index of the corpus with BM25 (npmcore.index.indexer.build_bm25_index)
+    neighbours: str | None = None
 
     def __post_init__(self):
         if self.steps < 1 or self.batch_size < 2:
@@ -201,7 +202,7 @@ def configure(
     return TrainConfig(**{**base, **given, "masking": masking})
 
 
-LENGTH_POOL = 16  # MLM: batches re-batched together by block length (npmcore.batching.by_length)
+LENGTH_POOL = 16  # MLM: batches re-batched together by block length (npmcore.model.batching.by_length)
 
 
 @dataclass(frozen=True)
@@ -749,7 +750,7 @@ def export_checkpoint(run_dir: str, step: int | None, out: Path, part_bytes: int
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point for multi-process training: ``torchrun --nproc-per-node N -m npmcore.train …``.
+    """Entry point for multi-process training: ``torchrun --nproc-per-node N -m npmcore.model.train …``.
 
     Each rank joins the process group torchrun describes (NCCL on GPUs, gloo on CPU), trains
     on its slice of every global batch and rank 0 writes the checkpoints to ``--run-dir``.
@@ -761,7 +762,7 @@ def main(argv: list[str] | None = None) -> None:
     from npmcore.runtime import configure_environment
 
     configure_environment()
-    parser = argparse.ArgumentParser(prog="torchrun … -m npmcore.train", description=main.__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(prog="torchrun … -m npmcore.model.train", description=main.__doc__.split("\n")[0])
     parser.add_argument("--corpus", required=True, help="corpus snapshot URL")
     parser.add_argument("--run-dir", required=True, help="URL of the run folder (checkpoints; resumed if present)")
     parser.add_argument("--preset", default="cpu-small", choices=sorted(PRESETS))

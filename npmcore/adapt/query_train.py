@@ -3,7 +3,7 @@
 NPM answers a query from its top BM25 passages, usually written in other words than the query's.
 Here a copy of the passage encoder becomes a **query encoder** trained in exactly that setting
 (DensePhrases' query-side fine-tuning, Lee et al. 2021): each example's candidates are every
-content token of its top BM25 passages in an index (:func:`npmcore.reading.reading_set`), their
+content token of its top BM25 passages in an index (:func:`npmcore.adapt.reading.reading_set`), their
 vectors the index's own (read from its datastore) or, for an index of BM25 alone, the passage
 encoder's (computed once per passage and kept), and the loss is NPM's over them: with
 sim(q, y) = q·y / sqrt(d),
@@ -12,10 +12,10 @@ sim(q, y) = q·y / sqrt(d),
 
 where ``starts`` and ``ends`` are the candidates where a gold answer starts and ends. The passage
 encoder and every vector of the index stay as they are: a served index is never embedded again.
-The result is saved with the passage encoder it was trained for (:mod:`npmcore.query_encoder`).
+The result is saved with the passage encoder it was trained for (:mod:`npmcore.model.query_encoder`).
 
 Batches are a function of (seed, step) and checkpoints are those of every trainer
-(:mod:`npmcore.checkpointing`): a killed run resumes exactly.
+(:mod:`npmcore.model.checkpointing`): a killed run resumes exactly.
 """
 
 import functools
@@ -32,11 +32,11 @@ import numpy as np
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from npmcore.checkpointing import load_weights, lr_schedule, newest_checkpoint, resume, save_checkpoint
+from npmcore.adapt.reading import ReadingSet, Unseen, cloze_examples, read_examples, reading_set
+from npmcore.answer.inference import NPM, QueryError
 from npmcore.encoder import load_masked_lm, local_model_dir, save_fp16
-from npmcore.inference import NPM, QueryError
-from npmcore.query_encoder import PassageSide, write_passage_side
-from npmcore.reading import ReadingSet, Unseen, cloze_examples, read_examples, reading_set
+from npmcore.model.checkpointing import load_weights, lr_schedule, newest_checkpoint, resume, save_checkpoint
+from npmcore.model.query_encoder import PassageSide, write_passage_side
 
 log = logging.getLogger(__name__)
 CLOZE = "cloze"
@@ -213,7 +213,7 @@ def train_query(
     torch.manual_seed(config.seed)
     tokenizer, model = load_masked_lm(npm.encoder_source)
     encoder = model.base_model
-    model.eval()  # no dropout: short CPU runs do not overfit, and dropout halves a CPU step (npmcore.train)
+    model.eval()  # no dropout: short CPU runs do not overfit, and dropout halves a CPU step (npmcore.model.train)
     optimizer = torch.optim.AdamW(encoder.parameters(), lr=config.lr, weight_decay=config.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_schedule(config.warmup_steps, config.steps))
     step = resume(run_dir, config, model, optimizer, scheduler)
@@ -253,7 +253,7 @@ def train_query(
 
 def export_query_encoder(run_dir: str, out: Path) -> Path:
     """The newest checkpoint of a query-side run as an fp16 encoder folder marked with the passage encoder
-    it was trained for (:mod:`npmcore.query_encoder`)."""
+    it was trained for (:mod:`npmcore.model.query_encoder`)."""
     newest = newest_checkpoint(run_dir)
     if newest is None:
         raise ValueError(f"no checkpoint in {run_dir}")

@@ -4,7 +4,7 @@ An index holds every content token of a datastore under its global token id (sha
 after shard, block after block). What to build is chosen up front (:func:`choose_index`,
 like autofaiss: the factory, its training sample, whether the inverted lists live on disk,
 and the expected size, memory and time, within a RAM budget when one is given). Building it
-(:mod:`npmcore.indexer` drives these on a Dask cluster):
+(:mod:`npmcore.index.indexer` drives these on a Dask cluster):
 
 1. :func:`train_index`: the factory string (``Flat``, ``HNSW32``, ``IVF1024,PQ32``,
    ``OPQ32,IVF1024,PQ32`` …) with ``METRIC_INNER_PRODUCT`` for every part (coarse

@@ -14,13 +14,13 @@ import blingfire
 import numpy as np
 from transformers import PreTrainedTokenizerFast
 
-from npmcore.corpus import Document
+from npmcore.corpus.readers import Document
 
 
 @dataclass(frozen=True)
 class Block:
     block_id: str  # "{doc_id}#{block_index}"
-    doc_id: str  # the document's key: "{wiki}:{page id}" for a wiki's page (npmcore.corpus.Document.key)
+    doc_id: str  # the document's key: "{wiki}:{page id}" for a wiki's page (npmcore.corpus.readers.Document.key)
     block_index: int  # position of the block within its document
     title: str
     source: str

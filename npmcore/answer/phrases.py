@@ -159,7 +159,7 @@ class Phrases:
     spans: np.ndarray  # (n, 2) every candidate position
     span_scores: np.ndarray  # (n,) its normalised score
     phrase_of_span: np.ndarray  # (n,) the phrase (row of token_ids) each position spells
-    # (m, features) each phrase's score parts under evidence scoring (npmcore.ranking); None under NPM's
+    # (m, features) each phrase's score parts under evidence scoring (npmcore.answer.ranking); None under NPM's
     parts: np.ndarray | None = None
 
 
