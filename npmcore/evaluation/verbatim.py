@@ -124,7 +124,9 @@ def draw_facts(
     used: set[str] = set()
     drawn: dict[Kind, list[Fact]] = {kind: [] for kind in KINDS}
     for kind in KINDS:
-        candidates = sorted(pool[kind])
+        # ordered by page id within its wiki first (a block id is "{wiki}:{page id}#{n}" for wiki pages): the
+        # draw of sets made before pages were keyed by their wiki stays the same
+        candidates = sorted(pool[kind], key=lambda c: (c[0].rsplit(":", 1)[-1], c))
         rng.shuffle(candidates)
         for block_id, title, sentence, lo, hi in candidates:
             if len(drawn[kind]) == per_kind:
