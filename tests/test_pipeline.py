@@ -157,6 +157,8 @@ def test_a_demo_with_nothing_to_do_prints_its_stored_result_once_its_snapshots_c
     database.rename(database.with_suffix(".moved"))
     changed(lambda: database.with_suffix(".moved").rename(database))
     recorded = (Path(store) / demo.RECORD).read_text()
+    (Path(store) / demo.RECORD).write_text(recorded[: len(recorded) // 2])  # cut short: not a record
+    changed(lambda: (Path(store) / demo.RECORD).write_text(recorded))
     (Path(store) / demo.RECORD).write_text(recorded.replace(key, "0" * 64))
     changed(lambda: (Path(store) / demo.RECORD).write_text(recorded))
 

@@ -20,7 +20,7 @@ import fsspec
 import typer
 
 from flows.cli.common import DaskAddress, Precision, Store, Workers, cluster_params, command, console
-from flows.params import CLOZE_TEST, IngestParams, absolute_store
+from flows.params import CLOZE_TEST, ClusterParams, IngestParams, absolute_store
 from flows.results import PipelineResult
 from npmcore import __version__
 from npmcore.corpus.readers import default_corpus
@@ -74,7 +74,7 @@ def demo_command(
     console.print(story, highlight=False, crop=False)  # its commands are whole lines, however long
 
 
-def run_demo(store: str, train_steps: int, precision: str, cluster) -> tuple[PipelineResult, str]:
+def run_demo(store: str, train_steps: int, precision: str, cluster: ClusterParams) -> tuple[PipelineResult, str]:
     """The pipeline flow on the default corpus; its result and the MLflow URI it was tracked at."""
     from flows.prefect_api import prefect_api
 
@@ -122,11 +122,11 @@ def unchanged_result(store: str, key: str) -> tuple[PipelineResult, str, str] | 
     try:
         with fsspec.open(join(store, RECORD)) as f:
             record = json.load(f)
-    except FileNotFoundError:
+        result, uri = PipelineResult.model_validate(record["result"]), record["tracking_uri"]
+    except (FileNotFoundError, ValueError, KeyError, TypeError):  # none, or not one this version wrote whole
         return None
     if record.get("key") != key:
         return None
-    result, uri = PipelineResult.model_validate(record["result"]), record["tracking_uri"]
     if existing_snapshot(result.corpus) is None:
         return None
     try:

@@ -7,7 +7,7 @@ The command line, the query service and its page answer both; the answer says ho
 from dataclasses import dataclass
 from typing import Literal
 
-MASK = "[MASK]"
+MASK = "[MASK]"  # the mask marker of queries, for every encoder
 
 # The words a question starts with (an interrogative or an auxiliary put first: "Is Paris in France?")
 QUESTION_WORDS = frozenset(

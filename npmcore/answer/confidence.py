@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from npmcore.answer.asking import MASK
 from npmcore.answer.phrases import Phrases
 from npmcore.answer.ranking import FEATURE_NAMES, Ranker
 
@@ -56,7 +57,6 @@ CONFIDENCE_FEATURES = (
     "mask_at_end",
     "mask_position",
 )
-MASK = "[MASK]"
 # the boosting's settings, chosen by 5-fold cross-validation on the dev sets (docs/evaluate.md)
 BOOSTING = {
     "max_iter": 200,

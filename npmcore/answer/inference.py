@@ -37,6 +37,7 @@ from typing import Literal
 import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from npmcore.answer.asking import MASK
 from npmcore.answer.confidence import CONFIDENCE_FILE, Calibrator, confidence_features, ranker_checksum
 from npmcore.answer.evidence import Evidence, EvidenceReader
 from npmcore.answer.passage_vectors import PASSAGES, passage_key
@@ -82,7 +83,6 @@ from npmcore.vocab import content_words_of, vocab_tables
 
 log = logging.getLogger(__name__)
 
-MASK = "[MASK]"  # the mask marker of queries, for every encoder
 Mode = Literal["npm", "npm-single"]  # two query vectors ([MASKs][MASKe]) or one
 # npm: the paper's (summed exp similarities of each phrase's positions); evidence: NPM's candidates
 # ranked by what their passages say around them as well (npmcore.answer.ranking)
