@@ -2,6 +2,7 @@
 
 import logging
 import os
+import shutil
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import mlflow
 import requests
+import sqlalchemy
 import torch
 import transformers
 from mlflow import MlflowClient
@@ -20,7 +22,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 from npmcore.answer.confidence import CONFIDENCE_FILE
 from npmcore.answer.ranking import RANKER_FILE
 from npmcore.model.query_encoder import QUERY_ENCODER
-from npmcore.storage import StoreFullError, bytes_free, caused_by
+from npmcore.storage import StoreFullError, bytes_free, cache_dir, caused_by
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +139,48 @@ def default_tracking_uri(store: str) -> str:
         raise ValueError(f"store {store} is not local: set MLFLOW_TRACKING_URI to an MLflow server (mlflow server …)")
     root = Path(store.removeprefix("file://")).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{root / 'mlflow.db'}"
+    database = root / "mlflow.db"
+    if not database.exists():
+        seed_database(database)
+    return f"sqlite:///{database}"
+
+
+def seed_database(database: Path) -> None:
+    """Put an empty MLflow database, its tables made, at ``database`` (a path nothing is at): a copy of one made
+    once per MLflow version in the cache. MLflow making one itself runs its schema's migrations from the first,
+    2 to 5 s a database; copied it takes milliseconds, and MLflow adds the default experiment as to its own.
+    Linked into place, never over a database another process made meanwhile; any failure (a cache or a store
+    that cannot be written) is logged and left to MLflow, which then makes the database itself or says why not."""
+    partial = database.with_name(f".{database.name}.{os.getpid()}.partial")
+    try:
+        shutil.copyfile(empty_database(), partial)
+        os.link(partial, database)
+    except FileExistsError:  # another process made it first
+        pass
+    except (OSError, sqlalchemy.exc.SQLAlchemyError) as e:
+        log.info("MLflow makes %s itself (no copy of an empty one: %s)", database, e)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def empty_database() -> Path:
+    """An MLflow database with its tables and nothing in them, made once per MLflow version in the cache."""
+    from mlflow.store.db.utils import _initialize_tables, create_sqlalchemy_engine
+
+    path = cache_dir() / "mlflow" / f"empty-{mlflow.__version__}.db"
+    if path.exists():
+        return path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
+    engine = create_sqlalchemy_engine(f"sqlite:///{partial}")
+    try:
+        _initialize_tables(engine)  # what MLflow's store runs on an empty database
+        engine.dispose()
+        partial.replace(path)
+    finally:
+        engine.dispose()
+        partial.unlink(missing_ok=True)
+    return path
 
 
 def log_config(config: dict, run_dir: str) -> None:

@@ -52,11 +52,9 @@ def dask_scheduler() -> Iterator[str]:
     ``DASK_SCHEDULER_ADDRESS`` as an operator's shell would: every flow and command given no scheduler uses it
     instead of starting one of its own (several seconds of worker start-up each). Tests of the local cluster
     itself (tests/test_dask_cluster.py, test_flows.py) start their own."""
-    from distributed import LocalCluster
+    from npmcore.cluster import local_cluster
 
-    from npmcore.cluster import local_cluster_options
-
-    with LocalCluster(**local_cluster_options(2)) as cluster:
+    with local_cluster(2) as cluster:
         os.environ["DASK_SCHEDULER_ADDRESS"] = cluster.scheduler_address
         try:
             yield cluster.scheduler_address

@@ -4,6 +4,7 @@ The RoBERTa encoder is built here from scratch (byte-level BPE trained on the em
 news corpus, randomly initialised weights), so nothing is ever downloaded.
 """
 
+import hashlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -21,6 +22,7 @@ from npmcore.encoder import (
     base_encoder_path,
     default_encoder_path,
     encode,
+    encoder_fingerprint,
     fast_forward,
     forward_flops,
     load_encoder,
@@ -189,6 +191,33 @@ def test_fingerprint_ignores_truncation(which, roberta_dir):
         tokenizer.backend_tokenizer.no_truncation()
         tokenizer.backend_tokenizer.no_padding()
     assert tokenizer_fingerprint(tokenizer) == before
+
+
+def weights_digest(model) -> str:
+    """:func:`encoder_fingerprint` computed afresh, never from its cache."""
+    digest = hashlib.sha256()
+    for name, tensor in sorted(model.state_dict().items()):
+        if not name.startswith("pooler."):
+            digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)}".encode())
+            digest.update(tensor.detach().contiguous().view(torch.uint8).numpy().tobytes())
+    return digest.hexdigest()[:16]
+
+
+def test_an_encoders_fingerprint_follows_every_change_of_its_weights():
+    _, model = load_encoder()
+    shipped = {name: tensor.clone() for name, tensor in model.state_dict().items()}
+    first = encoder_fingerprint(model)
+    assert first == weights_digest(model) == encoder_fingerprint(model)
+    with torch.no_grad():  # one weight changed in place
+        model.encoder.layer[5].output.dense.bias[7] += 1.0
+    assert encoder_fingerprint(model) == weights_digest(model) != first
+    optimiser = torch.optim.SGD(model.parameters(), lr=0.1)  # a training step
+    model(input_ids=torch.tensor([[101, 7592, 102]])).last_hidden_state.sum().backward()
+    optimiser.step()
+    stepped = encoder_fingerprint(model)
+    assert stepped == weights_digest(model) != first
+    model.load_state_dict(shipped)  # the shipped weights back
+    assert encoder_fingerprint(model) == weights_digest(model) == first
 
 
 def test_interpolation_mixes_every_parameter_of_two_encoders_of_one_lineage(tmp_path):

@@ -15,13 +15,13 @@ from typing import NamedTuple
 import fsspec
 import pytest
 from conftest import NEWS_PARTITION_MB, free_port
-from distributed import LocalCluster
 from flaky_s3 import FlakyProxy, ManifestWatch
 from s3fs import S3FileSystem
 from typer.testing import CliRunner
 
 from flows.cli import app
 from flows.cli.common import is_user_error, store_failure
+from npmcore.cluster import local_cluster
 from npmcore.corpus.ingest import IngestConfig, ingest
 from npmcore.index.datastore import build_datastore
 from npmcore.snapshots import open_index
@@ -110,7 +110,7 @@ def flaky_store(endpoint: str, bucket: str, monkeypatch, **faults) -> Iterator[t
 def dask_address(s3_bucket, prefect_server) -> Iterator[str]:
     """One local Dask cluster for all the commands of a test (each would start its own); its
     worker, started after the AWS_* variables are set, inherits them."""
-    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+    with local_cluster(1) as cluster:
         yield cluster.scheduler_address
 
 
@@ -228,7 +228,7 @@ def test_the_pipeline_on_a_flaky_store_matches_a_local_store(
     start_s = time.perf_counter()
     with (
         flaky_store(s3_endpoint, s3_bucket, monkeypatch, rate=0.2, seed=seed) as (proxy, watch),
-        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        local_cluster(2) as cluster,
     ):
         remote = build_on_s3(news_store.raw, store, cluster.scheduler_address)
         assert_same_as_local(remote, local, store, tmp_path / "cache", monkeypatch)
