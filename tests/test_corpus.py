@@ -21,7 +21,6 @@ from npmcore.corpus.readers import (
     read_jsonl,
     read_lines,
     read_wikiextractor,
-    wiki_documents,
 )
 from npmcore.storage import list_snapshots
 
@@ -35,20 +34,15 @@ def test_dump_reader_keeps_main_namespace_articles_only(dump_path):
     assert len(expected) < len(raw)  # the sample has pages outside the main namespace
 
 
-def test_dump_text_is_plain_and_disambiguation_pages_are_skipped(dump_path):
-    pages, prefixes = [], None
-    for page, prefixes, _ in iter_wiki_pages(dump_path):
-        pages.append(page)
-    docs = list(wiki_documents(pages, prefixes, "sample"))
-    titles = {d.title for d in docs}
+def test_dump_text_is_plain_and_disambiguation_pages_are_skipped(dump_path, dump_documents):
+    pages = [page for page, _, _ in iter_wiki_pages(dump_path)]
     disambiguation = [
         p.title for p in pages if "{{disambiguation" in p.wikitext.lower() or p.title.endswith("(disambiguation)")
     ]
-    assert disambiguation and not titles & set(disambiguation)
-    anarchism = next(d for d in docs if d.title == "Anarchism")
-    assert anarchism.text.startswith("Anarchism is a political philosophy")
-    for doc in docs:
-        assert not re.search(r"\[\[|\]\]|\{\{|\}\}|<ref|thumb\||Category:|''", doc.text), doc.title
+    assert disambiguation and not set(dump_documents) & set(disambiguation)
+    assert dump_documents["Anarchism"].startswith("Anarchism is a political philosophy")
+    for title, text in dump_documents.items():
+        assert not re.search(r"\[\[|\]\]|\{\{|\}\}|<ref|thumb\||Category:|''", text), title
 
 
 def test_wikiextractor_reader(enwiki_shard):
