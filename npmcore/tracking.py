@@ -172,13 +172,14 @@ def empty_database() -> Path:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
     partial = path.with_name(f".{path.name}.{os.getpid()}.partial")
-    engine = create_sqlalchemy_engine(f"sqlite:///{partial}")
     try:
-        _initialize_tables(engine)  # what MLflow's store runs on an empty database
-        engine.dispose()
+        engine = create_sqlalchemy_engine(f"sqlite:///{partial}")
+        try:
+            _initialize_tables(engine)  # what MLflow's store runs on an empty database
+        finally:
+            engine.dispose()
         partial.replace(path)
     finally:
-        engine.dispose()
         partial.unlink(missing_ok=True)
     return path
 
