@@ -28,7 +28,7 @@ from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, DumpDate, IngestParams, PrecisionSetting, StoreURL, default_store
 from npmcore.cluster import dask_cluster
-from npmcore.corpus.ingest import expand_inputs
+from npmcore.corpus.inputs import expand_inputs
 from npmcore.corpus.readers import CorpusError, Format, detect_format
 from npmcore.encoder import cached_encoder, encoder_fingerprint
 from npmcore.model.query_encoder import embedding_encoder

@@ -3,7 +3,8 @@
 from prefect import task
 
 from npmcore.cluster import dask_client
-from npmcore.corpus.ingest import IngestConfig, ingest, input_bytes
+from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.inputs import input_bytes
 from npmcore.progress import shard_progress
 from tasks import HOUR, is_transient
 

@@ -10,7 +10,8 @@ import mwxml
 import pytest
 from conftest import PYWB
 
-from npmcore.corpus.ingest import IngestConfig, documents, expand_inputs, ingest, plan_partitions
+from npmcore.corpus.ingest import IngestConfig, documents, ingest, plan_partitions
+from npmcore.corpus.inputs import expand_inputs
 from npmcore.corpus.readers import (
     CorpusError,
     Document,

@@ -11,7 +11,8 @@ import pytest
 from conftest import kill_once
 
 from npmcore.cluster import ClusterError, dask_client
-from npmcore.corpus.ingest import IngestConfig, ingest, input_bytes, plan_partitions
+from npmcore.corpus.ingest import IngestConfig, ingest, plan_partitions
+from npmcore.corpus.inputs import input_bytes
 from npmcore.corpus.readers import CorpusError
 from npmcore.progress import shard_progress
 from npmcore.snapshots import read_blocks
@@ -25,7 +26,10 @@ def serial_snapshot(tmp_path_factory, default_inputs) -> str:
     return ingest(default_inputs, str(tmp_path_factory.mktemp("serial")), CONFIG)
 
 
+@pytest.mark.slow
 def test_dask_and_single_process_give_identical_snapshots(tmp_path, serial_snapshot, default_inputs, dask_scheduler):
+    """The default corpus (dump and news) through both. In the default suite: the same ingest on Dask and in one
+    process for a month of news (tests/test_news.py::test_dask_workers_give_the_same_snapshot)."""
     with dask_client(dask_scheduler) as client:
         parallel = ingest(default_inputs, str(tmp_path), CONFIG, client)
     a, b = open_snapshot(serial_snapshot), open_snapshot(parallel)

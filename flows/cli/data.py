@@ -55,10 +55,14 @@ def ingest_command(
     """Ingest Wikipedia dumps, WikiExtractor output (<doc> or --json), news or CC-News WARC files into a verified
     corpus snapshot. A wiki's pages are its source, named by the wiki (simple.wikipedia.org); other files each
     their own."""
-    from flows.ingest import ingest_corpus
+    from npmcore.corpus.inputs import expand_inputs
 
     if fmt != "auto" and fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected auto or one of {', '.join(FORMATS)}")
+    expand_inputs(inputs or [])  # a missing input is said before the flow's imports and its Prefect server
+
+    from flows.ingest import ingest_corpus
+
     params = IngestParams(
         inputs=inputs or [],
         format=fmt,

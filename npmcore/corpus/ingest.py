@@ -44,6 +44,7 @@ from npmcore.cluster import check_readable, map_bounded
 from npmcore.corpus.blocks import split_document
 from npmcore.corpus.dedup import CONFIG as DEDUP_CONFIG
 from npmcore.corpus.dedup import ArticleKey, find_duplicates, signature, text_hash
+from npmcore.corpus.inputs import expand_inputs
 from npmcore.corpus.readers import (
     COMPRESSION_ERRORS,
     CorpusError,
@@ -147,31 +148,6 @@ class IngestedShard:
     warc: WarcCounts | None = None  # format warc: what the file held
     articles: tuple[ArticleKey, ...] = ()  # format warc, staged: its articles' dedup keys, in record order
     corpus_source: str = ""  # the source its documents belong to (Partition.corpus_source)
-
-
-def expand_inputs(inputs: Iterable[str]) -> list[str]:
-    """Files named by ``inputs`` (paths, URLs, folders or globs), each checked to exist and be non-empty."""
-    files = []
-    for url in inputs:
-        fs, path = fsspec.core.url_to_fs(url)
-        matches = (
-            [p for p in fs.expand_path(path, recursive=True) if fs.isfile(p)] if fs.exists(path) or "*" in path else []
-        )
-        if not matches:
-            raise CorpusError(f"{url}: no such file or folder")
-        for p in sorted(matches):
-            if p.rsplit("/", 1)[-1].startswith("."):
-                continue
-            full = fs.unstrip_protocol(p) if "://" in url else p
-            if fs.size(p) == 0:
-                raise CorpusError(f"{full}: empty file")
-            files.append(full)
-    return files
-
-
-def input_bytes(inputs: Iterable[str]) -> int:
-    """The bytes of the files named by ``inputs`` (as :func:`expand_inputs`): what an ingest of them reads through."""
-    return sum(fsspec.core.url_to_fs(url)[0].size(url) for url in expand_inputs(inputs))
 
 
 def page_hash(page: WikiPage) -> str:
