@@ -119,6 +119,10 @@ def test_npmcore_ingest_into_a_full_store_says_so_in_one_line_then_completes_onc
 def test_npmcore_register_into_a_full_store_names_its_mlflow_database_in_one_line_then_registers_once_there_is_room(
     small_disk,
 ):
+    from typer.testing import CliRunner
+
+    from flows.cli import app
+
     store = small_disk / "store"
     store.mkdir()
     with (small_disk / "filler").open("wb") as filler:  # the disk fills before MLflow's database is written
@@ -126,17 +130,16 @@ def test_npmcore_register_into_a_full_store_names_its_mlflow_database_in_one_lin
             while True:
                 filler.write(os.urandom(1 << 16))
                 filler.flush()
-    encoder = ROOT / "npmcore" / "checkpoints" / "npm-minilm-l6"
-    args = [str(BIN / "npmcore"), "register", str(encoder), "--store", str(store)]
-    failed = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert failed.returncode == 2, failed.stdout + failed.stderr
+    args = ["register", str(ROOT / "npmcore" / "checkpoints" / "npm-minilm-l6"), "--store", str(store)]
+    failed = CliRunner().invoke(app, args)
+    assert failed.exit_code == 2, failed.output
     error = [line for line in failed.stderr.splitlines() if line.startswith("error:")]
     assert len(error) == 1 and f"store {store} is full: its MLflow database mlflow.db could not grow" in error[0]
     assert "Traceback" not in failed.stderr
     (small_disk / "filler").unlink()
     subprocess.run(["mount", "-o", "remount,size=256m", str(small_disk)], check=True)  # room is made
-    done = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = CliRunner().invoke(app, args)
+    assert done.exit_code == 0, done.output
     assert done.stdout.strip().splitlines()[-1].startswith("models:/npm-encoder/1")
 
 
