@@ -59,10 +59,6 @@ def ingest_command(
 
     if fmt != "auto" and fmt not in FORMATS:
         raise ValueError(f"unknown format {fmt!r}; expected auto or one of {', '.join(FORMATS)}")
-    expand_inputs(inputs or [])  # a missing input is said before the flow's imports and its Prefect server
-
-    from flows.ingest import ingest_corpus
-
     params = IngestParams(
         inputs=inputs or [],
         format=fmt,
@@ -76,6 +72,10 @@ def ingest_command(
         dump_date=dump_date,
         cluster=cluster_params(dask_address, workers),
     )
+    expand_inputs(params.inputs)  # a missing input is said before the flow's imports and its Prefect server
+
+    from flows.ingest import ingest_corpus
+
     url = ingest_corpus(params, progress=sys.stderr.isatty())
     manifest = open_snapshot(url, verify=False)
     show(counts_table(manifest))
