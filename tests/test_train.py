@@ -58,9 +58,33 @@ def corpus(tmp_path_factory, news_path) -> str:
 
 
 @pytest.fixture(scope="module")
-def config(corpus) -> TrainConfig:
+def small_encoder(tmp_path_factory) -> str:
+    """MiniLM-L6's tokenizer on a BERT of 2 layers 64 wide with an MLM head, randomly initialised: what these
+    tests check (two processes equal one, an exact resume, masking in the background equal to inline) holds at
+    any size, at a small share of MiniLM's compute. The presets' tests train MiniLM itself."""
+    from transformers import BertConfig, BertForMaskedLM
+
+    from npmcore.encoder import base_encoder_path
+
+    path = tmp_path_factory.mktemp("small-encoder")
+    tokenizer = load_tokenizer(base_encoder_path())
+    tokenizer.save_pretrained(path)
+    torch.manual_seed(0)
+    shape = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128}
+    BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), **shape)).save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def config(corpus, small_encoder) -> TrainConfig:
     return TrainConfig(
-        corpus=corpus, steps=4, batch_size=4, warmup_steps=1, checkpoint_every=2, masking=MaskingConfig()
+        corpus=corpus,
+        encoder=small_encoder,
+        steps=4,
+        batch_size=4,
+        warmup_steps=1,
+        checkpoint_every=2,
+        masking=MaskingConfig(),
     )
 
 
@@ -358,7 +382,7 @@ def test_mixed_precision_training_runs(tmp_path, config, amp):
 def test_export_writes_fp16_weights_with_the_tokenizer_unchanged(tmp_path, config):
     from safetensors.torch import load_file
 
-    from npmcore.encoder import base_encoder_path, encoder_fingerprint, tokenizer_fingerprint
+    from npmcore.encoder import encoder_fingerprint, tokenizer_fingerprint
     from npmcore.model.checkpointing import checkpoint_steps
     from npmcore.model.train import load_trained
 
@@ -371,7 +395,7 @@ def test_export_writes_fp16_weights_with_the_tokenizer_unchanged(tmp_path, confi
     saved = load_file(tmp_path / "enc" / "model.safetensors")
     assert {t.dtype for t in saved.values()} == {torch.float16}
     tokenizer, exported = load_encoder(str(tmp_path / "enc"))
-    assert tokenizer_fingerprint(tokenizer) == tokenizer_fingerprint(load_tokenizer(base_encoder_path()))
+    assert tokenizer_fingerprint(tokenizer) == tokenizer_fingerprint(load_tokenizer(config.encoder))
     _, with_head = load_masked_lm(str(tmp_path / "enc"))
     for name, tensor in trained.state_dict().items():  # the exported weights are the trained ones, rounded to fp16
         assert torch.equal(with_head.state_dict()[name], tensor.half().float()), name
@@ -379,7 +403,7 @@ def test_export_writes_fp16_weights_with_the_tokenizer_unchanged(tmp_path, confi
         exported.state_dict().keys() == trained.base_model.state_dict().keys()
     )  # the encoder alone, no head, no pooler
     _, initial, _ = load_trained(run, 0)  # step 0: the encoder the run started from
-    assert encoder_fingerprint(initial.base_model) == encoder_fingerprint(load_encoder(base_encoder_path())[1])
+    assert encoder_fingerprint(initial.base_model) == encoder_fingerprint(load_encoder(config.encoder)[1])
     missing = runner.invoke(app, ["export", run, "--out", str(tmp_path / "other"), "--step", "3"])
     assert missing.exit_code == 2 and "no checkpoint of step 3" in missing.output and not (tmp_path / "other").exists()
 
