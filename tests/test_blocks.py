@@ -4,7 +4,7 @@ import itertools
 
 import pytest
 
-from npmcore.corpus.blocks import encoder_input, sentence_starts, split_document
+from npmcore.corpus.blocks import Block, encoder_input, sentence_starts, split_document
 from npmcore.corpus.readers import Document, iter_wiki_pages, read_lines, read_wikiextractor, wiki_documents
 
 MAX_TOKENS = 256
@@ -21,10 +21,15 @@ def documents(dump_path, news_path, enwiki_shard) -> list[Document]:
     return docs
 
 
-def test_blocks_fit_and_are_exactly_the_encoder_input(documents, tokenizer):
+@pytest.fixture(scope="module")
+def split(documents, tokenizer) -> list[list[Block]]:
+    """Each document's blocks for the MiniLM tokenizer, cut once for the tests that check them."""
+    return [split_document(doc, tokenizer, MAX_TOKENS) for doc in documents]
+
+
+def test_blocks_fit_and_are_exactly_the_encoder_input(documents, split, tokenizer):
     lengths = []
-    for doc in documents:
-        blocks = split_document(doc, tokenizer, MAX_TOKENS)
+    for doc, blocks in zip(documents, split, strict=True):
         assert [b.block_index for b in blocks] == list(range(len(blocks)))
         assert [b.block_id for b in blocks] == [f"{doc.key}#{i}" for i in range(len(blocks))]
         for b in blocks:
@@ -35,12 +40,12 @@ def test_blocks_fit_and_are_exactly_the_encoder_input(documents, tokenizer):
     assert max(lengths) >= MAX_TOKENS - 8  # long articles fill their blocks
 
 
-def test_title_tokens_are_the_prefix_before_the_text(documents, tokenizer, roberta_tokenizer):
+def test_title_tokens_are_the_prefix_before_the_text(documents, split, tokenizer, roberta_tokenizer):
     """title_tokens counts the tokens whose characters lie in "{title}. ", read from the offsets."""
     titled = 0
-    for tok in (tokenizer, roberta_tokenizer):
-        for doc in documents[:60]:
-            for b in split_document(doc, tok, MAX_TOKENS):
+    for tok, split in ((tokenizer, split), (roberta_tokenizer, None)):
+        for i, doc in enumerate(documents[:60]):
+            for b in split[i] if split else split_document(doc, tok, MAX_TOKENS):
                 enc = tok(encoder_input(doc.title, b.text), return_offsets_mapping=True)
                 prefix = len(doc.title) + 2 if doc.title else 0  # "{title}. "
                 special = set(tok.all_special_ids)
@@ -52,19 +57,18 @@ def test_title_tokens_are_the_prefix_before_the_text(documents, tokenizer, rober
     assert titled > 100
 
 
-def test_blocks_concatenate_back_to_the_document(documents, tokenizer):
-    for doc in documents:
-        blocks = split_document(doc, tokenizer, MAX_TOKENS)
+def test_blocks_concatenate_back_to_the_document(documents, split):
+    for doc, blocks in zip(documents, split, strict=True):
         assert " ".join(" ".join(b.text for b in blocks).split()) == " ".join(doc.text.split()), doc.title
 
 
-def test_cuts_fall_on_sentence_starts_unless_a_sentence_is_too_long(documents, tokenizer):
+def test_cuts_fall_on_sentence_starts_unless_a_sentence_is_too_long(documents, split, tokenizer):
     budget = MAX_TOKENS - 2  # special tokens; the title makes real budgets smaller still
     checked = 0
-    for doc in documents:
+    for doc, blocks in zip(documents, split, strict=True):
         starts = sentence_starts(doc.text)
         cursor = 0
-        for block in split_document(doc, tokenizer, MAX_TOKENS)[1:]:
+        for block in blocks[1:]:
             offset = doc.text.index(block.text, cursor)
             cursor = offset + 1
             if offset in starts:
