@@ -113,7 +113,11 @@ def test_unreachable_scheduler_fails_fast():
     assert time.perf_counter() - start < 15
 
 
+@pytest.mark.slow
 def test_killed_run_leaves_no_valid_snapshot(tmp_path, news_path):
+    """SIGKILLed as its third shard is written. In the default suite: an ingest SIGKILLed at the worst moment, inside
+    its commit, publishes nothing and its rerun completes (tests/test_faults.py::test_a_write_killed_in_its_commit_
+    publishes_nothing_and_the_rerun_is_identical)."""
     store = tmp_path / "store"
     config = IngestConfig(partition_bytes=20_000)  # about 25 partitions of the news file
     script = "from npmcore.corpus.ingest import IngestConfig, ingest\n"
