@@ -134,6 +134,25 @@ def roberta_tokenizer(bpe_tokenizer):
 
 
 @pytest.fixture(scope="session")
+def small_encoder(tmp_path_factory) -> str:
+    """MiniLM-L6's tokenizer on a BERT of 2 layers 64 wide with an MLM head, randomly initialised, for tests of
+    training's mechanics (two processes equal one, an exact resume, a campaign's schedule), which hold at any size:
+    a small share of MiniLM's compute. Tests of what a preset or the shipped encoder gives train MiniLM itself."""
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from npmcore.encoder import base_encoder_path, load_tokenizer
+
+    path = tmp_path_factory.mktemp("small-encoder")
+    tokenizer = load_tokenizer(base_encoder_path())
+    tokenizer.save_pretrained(path)
+    torch.manual_seed(0)
+    shape = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128}
+    BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), **shape)).save_pretrained(path)
+    return str(path)
+
+
+@pytest.fixture(scope="session")
 def enwiki_shard() -> str:
     path = SHARED_DATA / "enwiki_sample" / "wiki_00"
     assert path.exists(), f"test data missing: {path} (the shared data folder must sit beside the repository)"

@@ -109,8 +109,8 @@ def test_a_packed_folder_reads_as_the_folder_it_was_packed_from(tmp_path, monkey
         load_encoder(str(out))
 
 
-def test_a_deadline_checkpoints_the_step_it_stops_at_and_the_run_resumes(bundle, tmp_path):
-    config = configure(str(bundle), steps=3, batch_size=4, warmup_steps=1, checkpoint_every=10)
+def test_a_deadline_checkpoints_the_step_it_stops_at_and_the_run_resumes(bundle, small_encoder, tmp_path):
+    config = configure(str(bundle), steps=3, batch_size=4, warmup_steps=1, checkpoint_every=10, encoder=small_encoder)
     train(config, str(tmp_path / "run"), deadline=time.monotonic())  # already passed: stop after one step
     assert [m.counts["step"] for _, m in list_snapshots(str(tmp_path / "run"), CHECKPOINTS)] == [1]
     train(config, str(tmp_path / "run"))
@@ -175,10 +175,11 @@ class StepClock:
 
 
 @pytest.fixture(scope="module")
-def campaign(bundle, tmp_path_factory) -> tuple[Path, Path, float, float]:
-    """The campaign in this process as the issue's done-when command (default preset and encoder, batch 4) on a
-    :class:`StepClock`: its $OUT, its /tmp, its minutes and the seconds it took on its clock. Half a minute holds
-    the probe's 5 steps, the plan's room for its end (2 steps and 3 s) and about a dozen steps of training."""
+def campaign(bundle, small_encoder, tmp_path_factory) -> tuple[Path, Path, float, float, str]:
+    """The campaign in this process as the issue's done-when command (default preset, batch 4), from the small
+    encoder, on a :class:`StepClock`: its $OUT, its /tmp, its minutes, the seconds it took on its clock and the
+    encoder it started from. Half a minute holds the probe's 5 steps, the plan's room for its end (2 steps and
+    3 s) and about a dozen steps of training."""
     import npmcore.model.train as training
 
     tmp = tmp_path_factory.mktemp("campaign")
@@ -192,14 +193,18 @@ def campaign(bundle, tmp_path_factory) -> tuple[Path, Path, float, float]:
         patch.setattr(module, "train", clock.stepping(module.train))
         patch.setattr(tempfile, "tempdir", str(tmp / "machine-tmp"))
         module.main(
-            ["--bundle", str(bundle), "--minutes", str(minutes), "--batch-size", "4", "--out", str(tmp / "out")]
+            [
+                *("--bundle", str(bundle), "--minutes", str(minutes), "--batch-size", "4"),
+                *("--encoder", small_encoder, "--out", str(tmp / "out")),
+            ]
         )
-    return tmp / "out", tmp / "machine-tmp", minutes, clock.seconds
+    return tmp / "out", tmp / "machine-tmp", minutes, clock.seconds, small_encoder
 
 
-def check_returned(out: Path, machine_tmp: Path, minutes: float, seconds: float) -> None:
-    """What a campaign command returned in ``out`` and kept in ``machine_tmp``: its schedule completed within
-    its minutes, at most 8 files of at most 15 MiB, an encoder that trained and reads back as the one kept."""
+def check_returned(out: Path, machine_tmp: Path, minutes: float, seconds: float, encoder: str) -> None:
+    """What a campaign command from ``encoder`` returned in ``out`` and kept in ``machine_tmp``: its schedule
+    completed within its minutes, at most 8 files of at most 15 MiB, an encoder that trained and reads back as
+    the one kept."""
     summary = json.loads((out / "training.json").read_text())
     metrics, config = summary["metrics"], summary["config"]
     assert metrics["step"] == metrics["steps"] == config["steps"] >= 1 and metrics["lr"] == 0.0
@@ -220,12 +225,12 @@ def check_returned(out: Path, machine_tmp: Path, minutes: float, seconds: float)
     assert [m.counts["step"] for _, m in list_snapshots(str(work / "run"), CHECKPOINTS)] == [metrics["step"]]
     tokenizer, returned = load_masked_lm(str(out))  # joined and unpacked where it is read
     _, kept = load_masked_lm(str(work / "encoder"))
-    assert tokenizer_fingerprint(tokenizer) == tokenizer_fingerprint(load_tokenizer(default_encoder_path()))
+    assert tokenizer_fingerprint(tokenizer) == tokenizer_fingerprint(load_tokenizer(encoder))
     for name, tensor in kept.state_dict().items():
         assert torch.equal(returned.state_dict()[name], tensor), name
-    _, shipped = load_masked_lm(default_encoder_path())
+    _, initial = load_masked_lm(encoder)
     name = "bert.encoder.layer.0.attention.self.query.weight"
-    assert not torch.equal(returned.state_dict()[name], shipped.state_dict()[name])  # it trained
+    assert not torch.equal(returned.state_dict()[name], initial.state_dict()[name])  # it trained
 
 
 def test_the_campaign_completes_its_schedule_in_its_minutes_and_returns_at_most_8_files(campaign, monkeypatch):
@@ -272,9 +277,9 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 
 @pytest.fixture(scope="module")
-def isolated_campaign(bundle, gpu_machine) -> tuple[Path, Path, float, float]:
-    """The campaign command with only a GPU machine's packages, on the wall's clock :data:`CLOCK_SPEED` times as
-    fast, as :func:`campaign` returns it."""
+def isolated_campaign(bundle, gpu_machine) -> tuple[Path, Path, float, float, str]:
+    """The issue's done-when command itself (default preset and shipped encoder, batch 4) with only a GPU machine's
+    packages, on the wall's clock :data:`CLOCK_SPEED` times as fast, as :func:`campaign` returns it."""
     tmp, python = gpu_machine
     # A host much busier than usual (other jobs on the cores) leaves no time for a step in the short
     # budget: the campaign refuses, rightly, and the test gives it a longer one.
@@ -289,7 +294,13 @@ def isolated_campaign(bundle, gpu_machine) -> tuple[Path, Path, float, float]:
         if "leave no time to train" not in done.stderr:
             break
     assert done.returncode == 0, done.stderr[-3000:]
-    return tmp / "out", tmp / "machine-tmp", minutes, (time.monotonic() - started) * CLOCK_SPEED
+    return (
+        tmp / "out",
+        tmp / "machine-tmp",
+        minutes,
+        (time.monotonic() - started) * CLOCK_SPEED,
+        str(default_encoder_path()),
+    )
 
 
 @pytest.mark.slow
@@ -361,7 +372,7 @@ def test_the_campaign_refuses_a_missing_encoder_a_used_out_and_a_folder_that_wou
 @pytest.mark.slow
 def test_a_second_command_continues_from_the_first_ones_encoder(isolated_campaign, bundle):
     """As the runbook shows: on the same machine, --encoder /tmp/npm-campaign/1/encoder."""
-    out, machine_tmp, minutes, _ = isolated_campaign
+    out, machine_tmp, minutes, *_ = isolated_campaign
     first = json.loads((out / "training.json").read_text())
     env = {**os.environ, "TMPDIR": str(machine_tmp), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(

@@ -58,24 +58,6 @@ def corpus(tmp_path_factory, news_path) -> str:
 
 
 @pytest.fixture(scope="module")
-def small_encoder(tmp_path_factory) -> str:
-    """MiniLM-L6's tokenizer on a BERT of 2 layers 64 wide with an MLM head, randomly initialised: what these
-    tests check (two processes equal one, an exact resume, masking in the background equal to inline) holds at
-    any size, at a small share of MiniLM's compute. The presets' tests train MiniLM itself."""
-    from transformers import BertConfig, BertForMaskedLM
-
-    from npmcore.encoder import base_encoder_path
-
-    path = tmp_path_factory.mktemp("small-encoder")
-    tokenizer = load_tokenizer(base_encoder_path())
-    tokenizer.save_pretrained(path)
-    torch.manual_seed(0)
-    shape = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 128}
-    BertForMaskedLM(BertConfig(vocab_size=len(tokenizer), **shape)).save_pretrained(path)
-    return str(path)
-
-
-@pytest.fixture(scope="module")
 def config(corpus, small_encoder) -> TrainConfig:
     return TrainConfig(
         corpus=corpus,
