@@ -25,7 +25,9 @@ SECRETS = {  # what an operator's environment holds; none of it may reach MLflow
 }
 
 
-def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_store, monkeypatch):
+def test_train_flow_logs_metrics_and_registers_the_encoder(
+    tmp_path, news_lines, small_encoder, monkeypatch, prefect_server
+):
     import mlflow
     from mlflow import MlflowClient
 
@@ -35,9 +37,17 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(tmp_path, news_store,
 
     for name, value in SECRETS.items():
         monkeypatch.setenv(name, value)
-    ingest([news_store.raw], str(tmp_path), IngestConfig(max_tokens=64))  # 60 articles: promotion embeds them twice
-    params = TrainParams(
-        store=str(tmp_path), steps=3, batch_size=4, warmup_steps=1, alias="champion", experiment="test-train"
+    raw = tmp_path / "news.txt"
+    raw.write_text("\n".join(news_lines[:60]) + "\n")
+    ingest([str(raw)], str(tmp_path), IngestConfig(max_tokens=64))
+    params = TrainParams(  # from the small encoder: what the flow logs and registers does not depend on its size
+        store=str(tmp_path),
+        encoder=small_encoder,
+        steps=3,
+        batch_size=4,
+        warmup_steps=1,
+        alias="champion",
+        experiment="test-train",
     )
     uri = train_encoder(params)
     assert uri == "models:/npm-encoder/1"
