@@ -18,7 +18,8 @@ import tarfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Literal
 
@@ -441,6 +442,25 @@ def _openvino_forward(model: PreTrainedModel, threads: int, precision: Precision
 OPENVINO_CACHED = 4  # converted encoders kept in the cache (the newest; each as large as its fp32 weights)
 
 
+@contextmanager
+def _openvino_telemetry_off() -> Iterator[None]:
+    """OpenVINO's converter posts usage events to Google Analytics, each from a forked copy of the process that it
+    waits on (2.5 s of a 4 s conversion here, offline). npmcore sends nothing anywhere: for the conversion, the
+    converter's modules use OpenVINO's own stand-in, as where ``openvino_telemetry`` is not installed. (Its import
+    still posts one event a process; ``opt_in_out --opt_out`` turns OpenVINO's telemetry off for good.)"""
+    from openvino.tools.ovc import convert_impl, telemetry_stub, telemetry_utils
+
+    modules = [m for m in (convert_impl, telemetry_utils) if hasattr(m, "tm")]
+    kept = [m.tm for m in modules]
+    for module in modules:
+        module.tm = telemetry_stub
+    try:
+        yield
+    finally:
+        for module, tm in zip(modules, kept, strict=True):
+            module.tm = tm
+
+
 def _openvino_model(model: PreTrainedModel) -> object:
     """The model converted to OpenVINO. Kept in the cache (``{cache}/openvino/<weights, versions>``,
     renamed into place whole; the newest :data:`OPENVINO_CACHED`), a process reads it in a fraction of
@@ -459,7 +479,7 @@ def _openvino_model(model: PreTrainedModel) -> object:
     if (folder / "encoder.xml").is_file():
         return ov.Core().read_model(folder / "encoder.xml")
     ids = torch.ones((2, 8), dtype=torch.long)
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _openvino_telemetry_off():
         warnings.simplefilter("ignore")  # the tracer's notes on transformers' shape arithmetic
         converted = ov.convert_model(
             model,

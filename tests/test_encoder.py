@@ -297,6 +297,18 @@ def test_forward_flops_are_the_products_torch_counts(width):
     assert forward_flops(model.config, width) * 2 * width == counter.get_total_flops()
 
 
+def test_converting_an_encoder_sends_no_telemetry(tmp_path, monkeypatch, small_encoder):
+    """OpenVINO's converter posts events during a conversion (its import posts one of its own, once a process)."""
+    import openvino.tools.ovc  # noqa: F401  (imported before: its event is not the conversion's)
+    import openvino_telemetry
+
+    events = []
+    monkeypatch.setattr(openvino_telemetry.Telemetry, "send_event", lambda self, *event, **kw: events.append(event))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # converted here, not read from a cache
+    fast_forward(load_encoder(small_encoder)[1], "f32")
+    assert (tmp_path / "cache" / "npmcore" / "openvino").is_dir() and events == []
+
+
 def test_the_converted_encoder_is_cached_and_a_cache_that_cannot_be_written_costs_only_time(
     tmp_path, monkeypatch, roberta_dir
 ):
