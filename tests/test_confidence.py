@@ -137,6 +137,20 @@ def npm(news_store) -> NPM:
     return NPM(news_store.index)
 
 
+def test_a_calibrator_file_is_read_once_until_it_changes(tmp_path, monkeypatch):
+    from npmcore.answer import inference
+
+    path = tmp_path / CONFIDENCE_FILE
+    shutil.copy(Path(default_encoder_path()) / CONFIDENCE_FILE, path)
+    reads, load = [], Calibrator.load
+    monkeypatch.setattr(inference.Calibrator, "load", lambda file: reads.append(file) or load(file))
+    first = inference.load_calibrator(path)
+    assert inference.load_calibrator(path) is first and len(reads) == 1
+    replace(first, min_confidence=0.5).save(path)  # a refitted one, written in its place
+    changed = inference.load_calibrator(path)
+    assert len(reads) == 2 and changed.min_confidence == 0.5 and first.min_confidence != 0.5
+
+
 def test_the_features_are_those_of_the_ranked_answers(npm):
     config = InferenceConfig(answers=4)
     for phrases in npm.phrases(QUERIES, config):
