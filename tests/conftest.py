@@ -82,14 +82,28 @@ def dump_path(default_inputs) -> str:
 
 
 @pytest.fixture(scope="session")
-def dump_documents(dump_path) -> dict[str, str]:
-    """Title -> plain text of every article of the embedded dump, as the ingest writes it (parsed once, ~5 s)."""
+def dump_documents(dump_path, tmp_path_factory, worker_id) -> dict[str, str]:
+    """Title -> plain text of every article of the embedded dump, as the ingest writes it: parsed once a session
+    (7-11 s here), the xdist workers sharing the parse through a file in the session's folder."""
+    from filelock import FileLock
+
     from npmcore.corpus.readers import iter_wiki_pages, wiki_documents
 
-    pages, prefixes = [], frozenset()
-    for page, prefixes, _ in iter_wiki_pages(dump_path):
-        pages.append(page)
-    return {doc.title: doc.text for doc in wiki_documents(pages, prefixes, "dump")}
+    def parse() -> dict[str, str]:
+        pages, prefixes = [], frozenset()
+        for page, prefixes, _ in iter_wiki_pages(dump_path):
+            pages.append(page)
+        return {doc.title: doc.text for doc in wiki_documents(pages, prefixes, "dump")}
+
+    if worker_id == "master":  # no workers: nothing to share
+        return parse()
+    shared = tmp_path_factory.getbasetemp().parent / "dump-documents.json"  # the session's, above each worker's
+    with FileLock(f"{shared}.lock"):
+        if not shared.exists():
+            partial = shared.with_suffix(".tmp")
+            partial.write_text(json.dumps(parse()))
+            partial.rename(shared)
+        return json.loads(shared.read_text())
 
 
 @pytest.fixture(scope="session")
