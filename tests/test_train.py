@@ -200,14 +200,10 @@ def test_in_background_keeps_the_order_raises_the_workers_error_and_stops():
 def test_step_flops_counts_the_matrix_multiplications_of_a_step(config):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
-    from transformers import BertConfig, BertForMaskedLM
 
     config = replace(config, mlm_weight=0.5)
     batch = global_batch(config)
-    vocab = load_tokenizer(config.encoder).vocab_size  # a small BERT: the counts' formulas hold for any width
-    model = BertForMaskedLM(
-        BertConfig(vocab_size=vocab, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128)
-    )
+    _, model = load_masked_lm(config.encoder)  # the small BERT: the counts' formulas hold for any width
     size, d = model_size(model), model.config.hidden_size
     # forward and backward of each part on real tokens only; attention on the kernel made of matmuls the
     # counter sees (it does not count the fused CPU kernel)
