@@ -104,14 +104,15 @@ def probe(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast, precision:
     slows one, rarely all; the rate is cached). About 6 s for both precisions on a CPU with AVX512_BF16."""
     blocks = probe_blocks(tokenizer)
     forward = fast_forward(model, precision, threads=1)
-    batches = [blocks[i : i + PROBE_BATCH_BLOCKS] for i in range(0, PROBE_BLOCKS, PROBE_BATCH_BLOCKS)]
-    rates = []
-    for number, batch in enumerate(batches):
+    warm, *timed = (blocks[i : i + PROBE_BATCH_BLOCKS] for i in range(0, PROBE_BLOCKS, PROBE_BATCH_BLOCKS))
+
+    def rate(batch: list[list[int]]) -> float:
         started = time.perf_counter()
         encode(model, tokenizer, batch, PROBE_BATCH_BLOCKS * PROBE_BLOCK_TOKENS, forward)
-        if number:
-            rates.append(sum(map(len, batch)) / (time.perf_counter() - started))
-    return max(rates)
+        return sum(map(len, batch)) / (time.perf_counter() - started)
+
+    rate(warm)
+    return max(map(rate, timed))
 
 
 def probe_blocks(tokenizer: PreTrainedTokenizerFast) -> list[list[int]]:
