@@ -17,7 +17,7 @@ when it is an exact match of a gold answer (the evaluation's test).
 same) and chooses ``min_confidence``; ``--folds``-fold cross-validation over the facts (seeded) says how well a
 calibrator fitted without a fact rates its first answer: per set the expected calibration error, the area under
 the risk-coverage curve and the accuracy at 10%, 25%, 50% and 100% coverage
-(:mod:`npmcore.evaluation.selective`). Writes ``confidence.skops`` into ``--out`` (default: the encoder's folder)
+(:mod:`npmcore.evaluation.selective`). Writes ``confidence.npz`` into ``--out`` (default: the encoder's folder)
 and logs one MLflow run (experiment npm-confidence in the store): the calibrator and the cross-validated figures.
 Last line: one JSON object {"sets": {set: {"n", "ece", "aurc", "accuracy_at_coverage", "abstained"}},
 "min_confidence", "seconds"} (``abstained``: the share of first answers below ``min_confidence``).
@@ -85,7 +85,7 @@ def main() -> None:
         help="the indexes bench/paper_table.py builds: of 2015, of 2020, and of 2020 with Simple English Wikipedia",
     )  # fmt: skip
     parser.add_argument("--limit", type=int, default=300, help="dev facts per dated set (seeded sample)")
-    parser.add_argument("--out", type=Path, default=None, help="folder for confidence.skops (default: the encoder's)")
+    parser.add_argument("--out", type=Path, default=None, help="folder for confidence.npz (default: the encoder's)")
     parser.add_argument("--folds", type=int, default=5)
     args = parser.parse_args()
     if len(args.dated_indexes) not in (2, 3):

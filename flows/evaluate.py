@@ -316,7 +316,7 @@ def ranker_json(index: str, settings: RunSettings) -> str:
 
 def calibrators_json(index: str, settings: RunSettings) -> str:
     """The confidence calibrators evidence scoring may use on ``index`` (the checksums of the encoder's and the
-    shipped encoder's ``confidence.skops``, :func:`npmcore.answer.inference.calibrator_of`), as JSON: an input of the
+    shipped encoder's ``confidence.npz``, :func:`npmcore.answer.inference.calibrator_of`), as JSON: an input of the
     evaluation task, like the ranker."""
     encoder = settings.encoder or open_index(index).encoder or str(default_encoder_path())
     folders = (Path(local_model_dir(encoder)), Path(default_encoder_path()))

@@ -262,7 +262,7 @@ def register_encoder(folder: str, uri: str, experiment: str, alias: str | None =
 def export_encoder(model_uri: str, store: str) -> str:
     """Copy a registered encoder (``models:/npm-encoder@champion``, ``models:/npm-encoder/3``)
     out of MLflow into an encoder snapshot ``{store}/encoder/{weights digest}`` that every
-    worker can load like any Hugging Face model folder, with the ``ranker.json``, ``confidence.skops`` and (a query
+    worker can load like any Hugging Face model folder, with the ``ranker.json``, ``confidence.npz`` and (a query
     encoder's) ``query_encoder.json`` its run logged (:func:`register_encoder`); returns its URL (reused when there)."""
     import tempfile
 

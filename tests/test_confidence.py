@@ -1,6 +1,7 @@
 """Confidence and abstention: selective-prediction metrics against brute force, the calibrator's fit and file,
 and answers that carry a confidence only with the calibrator of their encoder and ranker."""
 
+import json
 import math
 import shutil
 from dataclasses import replace
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from npmcore.answer.confidence import (
+    BOOSTING,
     CONFIDENCE_FEATURES,
     CONFIDENCE_FILE,
     Calibrator,
@@ -21,6 +23,7 @@ from npmcore.answer.confidence import (
     ranker_checksum,
 )
 from npmcore.answer.inference import NPM, InferenceConfig, ranker_of
+from npmcore.answer.trees import TreeEnsemble
 from npmcore.encoder import default_encoder_path
 from npmcore.evaluation.selective import (
     accuracy_at_coverage,
@@ -120,14 +123,12 @@ def test_a_fitted_calibrator_is_calibrated_on_fresh_data_of_its_kind_and_survive
     assert np.array_equal(again.confidence(features[held]), predicted)
     assert (again.ranker, again.encoder, again.provenance["x"]) == (ranker_checksum(ranker), "enc", 1)
     assert [p.name for p in tmp_path.iterdir()] == [CONFIDENCE_FILE]  # nothing temporary left
-    (tmp_path / "bad.skops").write_text("{")
-    with pytest.raises(ValueError, match="bad.skops: not a calibrator"):
-        Calibrator.load(tmp_path / "bad.skops")
-    import skops.io
-
-    skops.io.dump({"features": ["score"]}, tmp_path / "other.skops")
+    (tmp_path / "bad.npz").write_text("{")
+    with pytest.raises(ValueError, match="bad.npz: not a calibrator"):
+        Calibrator.load(tmp_path / "bad.npz")
+    np.savez(tmp_path / "other.npz", about=np.array('{"features": ["score"]}'), **calibrator.trees.arrays())
     with pytest.raises(ValueError, match="not a calibrator of features"):
-        Calibrator.load(tmp_path / "other.skops")
+        Calibrator.load(tmp_path / "other.npz")
     with pytest.raises(ValueError, match="nothing to calibrate"):
         fit_calibrator(features[:10], np.ones(10, bool), np.arange(10), np.ones(10, bool), ranker, "enc")
 
@@ -137,18 +138,44 @@ def npm(news_store) -> NPM:
     return NPM(news_store.index)
 
 
-def test_a_calibrator_file_is_read_once_until_it_changes(tmp_path, monkeypatch):
-    from npmcore.answer import inference
+def test_the_trees_score_as_scikit_learn_scores_them():
+    """The trees walked with numpy against scikit-learn's own predictor (the reference), missing values included:
+    the same raw scores to the bit, the same probabilities to the logistic function's rounding."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
 
-    path = tmp_path / CONFIDENCE_FILE
-    shutil.copy(Path(default_encoder_path()) / CONFIDENCE_FILE, path)
-    reads, load = [], Calibrator.load
-    monkeypatch.setattr(inference.Calibrator, "load", lambda file: reads.append(file) or load(file))
-    first = inference.load_calibrator(path)
-    assert inference.load_calibrator(path) is first and len(reads) == 1
-    replace(first, min_confidence=0.5).save(path)  # a refitted one, written in its place
-    changed = inference.load_calibrator(path)
-    assert len(reads) == 2 and changed.min_confidence == 0.5 and first.min_confidence != 0.5
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(3_000, len(CONFIDENCE_FEATURES)))
+    right = rng.random(len(x)) < 1 / (1 + np.exp(-(2 * x[:, 0] - x[:, 3] + np.sin(3 * x[:, 7]))))
+    x[rng.random(x.shape) < 0.1] = np.nan  # the fit learns where each split sends a missing value
+    model = HistGradientBoostingClassifier(**BOOSTING, early_stopping=False, random_state=0).fit(x, right)
+    trees = TreeEnsemble.of(model)
+    fresh = rng.normal(size=(2_000, len(CONFIDENCE_FEATURES))) * 2
+    fresh[rng.random(fresh.shape) < 0.1] = np.nan
+    assert len(trees.roots) == BOOSTING["max_iter"] and trees.missing_left.any() and not trees.missing_left.all()
+    assert np.array_equal(trees.raw(fresh), model.decision_function(fresh))
+    np.testing.assert_allclose(trees.probability(fresh), model.predict_proba(fresh)[:, 1], rtol=1e-14, atol=0)
+    assert np.array_equal(TreeEnsemble.from_arrays(trees.arrays()).raw(fresh), trees.raw(fresh))
+    with pytest.raises(ValueError, match=f"rows of {len(CONFIDENCE_FEATURES)} features"):
+        trees.raw(fresh[:, :5])
+
+
+def test_a_calibrator_file_that_is_no_tree_is_refused(tmp_path):
+    """A file is read as numbers and text only (no pickle, nothing it names is run), and its nodes must be trees:
+    a child before its parent (a walk that would never end), or out of range, is refused before any answer."""
+    shipped = Calibrator.load(Path(default_encoder_path()) / CONFIDENCE_FILE)
+    about = np.array(f'{{"features": {json.dumps(list(CONFIDENCE_FEATURES))}}}')
+    looped = shipped.trees.arrays()
+    inner = np.flatnonzero(~shipped.trees.leaf)[0]
+    looped["left"] = looped["left"].copy()
+    looped["left"][inner] = inner
+    far = {**shipped.trees.arrays(), "right": shipped.trees.right + len(shipped.trees.leaf)}
+    for name, arrays, problem in [("looped", looped, "no tree"), ("far", far, "no node")]:
+        np.savez(tmp_path / f"{name}.npz", about=about, **arrays)
+        with pytest.raises(ValueError, match=f"{name}.npz: not a calibrator .*{problem}"):
+            Calibrator.load(tmp_path / f"{name}.npz")
+    np.savez(tmp_path / "pickled.npz", about=np.array([{"features": 1}], dtype=object))
+    with pytest.raises(ValueError, match="pickled.npz: not a calibrator"):
+        Calibrator.load(tmp_path / "pickled.npz")
 
 
 def test_the_features_are_those_of_the_ranked_answers(npm):

@@ -19,8 +19,9 @@ On the dev sets (5-fold cross-validated) boosting beat a logistic regression of 
 and one followed by isotonic regression, on the calibration error of 5 of 8 sets and on every set's
 accuracy of its most confident quarter (docs/evaluate.md).
 
-It ships as ``confidence.skops`` (skops, scikit-learn's safe serialisation: no pickle, only the
-tree predictor's type is trusted) beside the encoder and its ``ranker.json``; it names the ranker
+It ships as ``confidence.npz`` (the trees' node arrays, :mod:`npmcore.answer.trees`, and a JSON of what it
+is: numbers and text, no pickle; answering needs neither scikit-learn nor its serialisation, seconds of a
+command's start) beside the encoder and its ``ranker.json``; it names the ranker
 and the encoder it was fitted with (checksum, fingerprint) and is used with those only: a new
 encoder or a refitted ranker needs a refitted calibrator (``bench/confidence.py``).
 ``min_confidence``, chosen on the same dev sets, is the confidence below which the service
@@ -29,21 +30,24 @@ often wrong than right is not given).
 """
 
 import hashlib
+import json
 import os
 import re
 import tempfile
+import zipfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 
 from npmcore.answer.asking import MASK
 from npmcore.answer.phrases import Phrases
 from npmcore.answer.ranking import FEATURE_NAMES, Ranker
+from npmcore.answer.trees import TreeEnsemble
 
-CONFIDENCE_FILE = "confidence.skops"
+CONFIDENCE_FILE = "confidence.npz"
 CONFIDENCE_FEATURES = (
     "score",
     "log_score",
@@ -65,7 +69,6 @@ BOOSTING = {
     "min_samples_leaf": 40,
     "l2_regularization": 1.0,
 }
-TRUSTED = ["sklearn.ensemble._hist_gradient_boosting.predictor.TreePredictor"]  # what a calibrator file may hold
 
 
 def query_features(query: str) -> np.ndarray:
@@ -120,7 +123,7 @@ def ranker_checksum(ranker: Ranker) -> str:
 class Calibrator:
     """A classifier of :data:`CONFIDENCE_FEATURES` (right or wrong), for one encoder and ranker."""
 
-    model: Any  # a fitted sklearn.ensemble.HistGradientBoostingClassifier
+    trees: TreeEnsemble  # the fitted boosting's trees
     min_confidence: float  # abstain below it (chosen on dev: module docstring)
     ranker: str  # ranker_checksum of the ranker it was fitted with
     encoder: str  # the fingerprint of the encoder whose answers it was fitted on (npmcore.encoder.encoder_fingerprint)
@@ -129,20 +132,19 @@ class Calibrator:
     def __post_init__(self) -> None:
         if not 0.0 <= self.min_confidence <= 1.0:
             raise ValueError(f"min_confidence must be in [0, 1], got {self.min_confidence}")
+        if self.trees.features != len(CONFIDENCE_FEATURES):
+            raise ValueError(f"trees of {self.trees.features} features, not the {len(CONFIDENCE_FEATURES)} of answers")
 
     def confidence(self, features: np.ndarray) -> np.ndarray:
         """(n,) the probability that each answer is right, from its (n, F) :func:`confidence_features`."""
         if len(features) == 0:
             return np.empty(0)
-        return self.model.predict_proba(features)[:, 1]
+        return self.trees.probability(features)
 
     def save(self, path: str | Path) -> None:
         """Write the calibrator to ``path`` (a temporary name, then renamed: never half-written)."""
-        import skops.io
-
-        state = {
+        about = {
             "features": list(CONFIDENCE_FEATURES),
-            "model": self.model,
             "min_confidence": self.min_confidence,
             "ranker": self.ranker,
             "encoder": self.encoder,
@@ -150,9 +152,9 @@ class Calibrator:
         }
         path = Path(path)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        os.close(fd)
         try:
-            skops.io.dump(state, tmp)
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, about=np.array(json.dumps(about)), **self.trees.arrays())
             umask = os.umask(0)
             os.umask(umask)
             os.chmod(tmp, 0o666 & ~umask)  # as any file written here, not mkstemp's owner-only
@@ -164,21 +166,16 @@ class Calibrator:
     @classmethod
     def load(cls, path: str | Path) -> "Calibrator":
         """Raises:
-        ValueError: ``path`` is not a calibrator file (or holds a type beyond :data:`TRUSTED`)."""
-        import skops.io
-
+        ValueError: ``path`` is not a calibrator file."""
         try:
-            untrusted = [t for t in skops.io.get_untrusted_types(file=path) if t not in TRUSTED]
-            if untrusted:
-                raise ValueError(f"holds types a calibrator never has: {', '.join(untrusted)}")
-            state = skops.io.load(path, trusted=TRUSTED)
-        except (OSError, ValueError, KeyError, TypeError) as e:  # skops: a zip of a schema and arrays
-            raise ValueError(f"{path}: not a calibrator ({e})") from e
-        except Exception as e:  # a file that is no zip at all, or not skops's
+            with np.load(path, allow_pickle=False) as arrays:  # numbers and text only: nothing a load runs
+                about = json.loads(str(arrays["about"]))
+                trees = TreeEnsemble.from_arrays({name: arrays[name] for name in arrays.files if name != "about"})
+        except (OSError, ValueError, KeyError, TypeError, zipfile.BadZipFile) as e:
             raise ValueError(f"{path}: not a calibrator ({type(e).__name__}: {e})") from e
-        if not isinstance(state, dict) or state.get("features") != list(CONFIDENCE_FEATURES):
+        if not isinstance(about, dict) or about.get("features") != list(CONFIDENCE_FEATURES):
             raise ValueError(f"{path}: not a calibrator of features {CONFIDENCE_FEATURES}")
-        return cls(state["model"], state["min_confidence"], state["ranker"], state["encoder"], state["provenance"])
+        return cls(trees, about["min_confidence"], about["ranker"], about["encoder"], about["provenance"])
 
 
 def fit_calibrator(
@@ -208,7 +205,7 @@ def fit_calibrator(
     rated = cross_val_predict(model, features, right, groups=facts, cv=folds, method="predict_proba")[:, 1]
     threshold = abstention_threshold(rated[first], right[first])
     record = {**(provenance or {}), "answers": len(right), "boosting": BOOSTING}
-    return Calibrator(model.fit(features, right), threshold, ranker_checksum(ranker), encoder, record)
+    return Calibrator(TreeEnsemble.of(model.fit(features, right)), threshold, ranker_checksum(ranker), encoder, record)
 
 
 def abstention_threshold(confidence: np.ndarray, right: np.ndarray, weight: np.ndarray | None = None) -> float:

@@ -517,29 +517,16 @@ def ranker_of(encoder: str) -> Ranker:
 
 
 def calibrator_of(encoder: str, fingerprint: str, ranker: Ranker) -> Calibrator | None:
-    """The encoder's confidence calibrator (its folder's ``confidence.skops``, else the shipped encoder's), if it
+    """The encoder's confidence calibrator (its folder's ``confidence.npz``, else the shipped encoder's), if it
     was fitted on this encoder's answers (``fingerprint``) ranked by ``ranker``; None otherwise (logged): answers
     then carry no confidence until ``bench/confidence.py`` fits one."""
     for folder in (Path(local_model_dir(encoder)), Path(default_encoder_path())):
         if (folder / CONFIDENCE_FILE).exists():
-            calibrator = load_calibrator(folder / CONFIDENCE_FILE)
+            calibrator = Calibrator.load(folder / CONFIDENCE_FILE)
             if calibrator.encoder == fingerprint and calibrator.ranker == ranker_checksum(ranker):
                 return calibrator
     log.info("no %s fitted for encoder %s and its ranker: answers carry no confidence", CONFIDENCE_FILE, encoder)
     return None
-
-
-def load_calibrator(path: Path) -> Calibrator:
-    """:meth:`Calibrator.load`, once per version of the file in a process (its inode, size and modification time):
-    a load costs seconds (skops names every type the file holds), and each index the service swaps in, each
-    evaluation run, opens its encoder's calibrator again."""
-    stat = path.stat()
-    return _calibrator_file(str(path), (stat.st_ino, stat.st_size, stat.st_mtime_ns))
-
-
-@functools.lru_cache(maxsize=8)
-def _calibrator_file(path: str, version: tuple[int, int, int]) -> Calibrator:
-    return Calibrator.load(path)
 
 
 def stored_vectors(index: IndexSnapshot) -> DatastoreRows | None:
