@@ -91,7 +91,10 @@ def forward_rates(model: PreTrainedModel, tokenizer: PreTrainedTokenizerFast) ->
 
     def measure() -> dict[str, float]:
         # the precisions side by side, one thread each where the machine has the cores: as the datastore's
-        # one-thread workers embed (the probe's seconds halved on a CPU with bf16 units)
+        # one-thread workers embed (the probe's seconds halved on a CPU with bf16 units); each compiled first,
+        # one after the other, so that no compilation runs beside a timed batch
+        for p in precisions:
+            fast_forward(model, p, threads=1)
         with ThreadPoolExecutor(min(len(precisions), len(os.sched_getaffinity(0)))) as pool:
             rates = dict(zip(precisions, pool.map(lambda p: probe(model, tokenizer, p), precisions), strict=True))
         log.info(
