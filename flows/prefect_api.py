@@ -1,19 +1,19 @@
 """One Prefect API for a whole command, shared with its Dask workers."""
 
-import importlib
 import os
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
 @contextmanager
-def prefect_api(imports: Sequence[str] = ()) -> Iterator[str]:
+def prefect_api(meanwhile: Callable[[], object] = lambda: None) -> Iterator[str]:
     """Yields the Prefect API URL the command reports to, exported as ``PREFECT_API_URL``.
 
     The configured API (a running ``prefect server start``) when there is one. Without,
-    one temporary local server is started for the command, and the modules ``imports``
-    (the command's flows) are imported while it starts: its 3 s hide behind theirs. Either
+    one temporary local server is started for the command, and ``meanwhile`` (the command's
+    own preparations: importing its flows, …) runs while it starts, its seconds hidden behind
+    the server's (3 s; 20 s on a first run, which makes the server's database). Either
     way Dask worker processes started inside the block inherit the URL and report to it,
     instead of each starting a temporary server of its own (about 20 s apiece).
     """
@@ -22,8 +22,7 @@ def prefect_api(imports: Sequence[str] = ()) -> Iterator[str]:
     previous = os.environ.get("PREFECT_API_URL")
     if url := PREFECT_API_URL.value():
         os.environ["PREFECT_API_URL"] = url
-        for module in imports:
-            importlib.import_module(module)
+        meanwhile()
         try:
             yield url
         finally:
@@ -44,8 +43,7 @@ def prefect_api(imports: Sequence[str] = ()) -> Iterator[str]:
     starting = threading.Thread(target=start, daemon=True)
     starting.start()
     try:
-        for module in imports:
-            importlib.import_module(module)
+        meanwhile()
     finally:
         starting.join()
     if failed:

@@ -78,7 +78,13 @@ def run_demo(store: str, train_steps: int, precision: str, cluster: ClusterParam
     """The pipeline flow on the default corpus; its result and the MLflow URI it was tracked at."""
     from flows.prefect_api import prefect_api
 
-    with prefect_api(imports=["flows.pipeline"]):  # its imports while a temporary server starts
+    def prepare() -> None:  # while a temporary Prefect server starts
+        import flows.pipeline  # noqa: F401 (its imports: seconds)
+        from npmcore.tracking import tracking_uri
+
+        tracking_uri(store)  # the store's MLflow database made (seconds on a first run)
+
+    with prefect_api(meanwhile=prepare):
         from flows.evaluate import EvalParams
         from flows.index import IndexParams
         from flows.pipeline import PipelineParams, pipeline
