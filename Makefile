@@ -13,9 +13,8 @@ TORCH_URL = $(BIN)/pip install --quiet --dry-run --ignore-installed --no-deps --
 	| $(BIN)/python -c 'import json, sys; print(json.load(sys.stdin)["install"][0]["download_info"]["url"])'
 # Two pytest workers (pytest-xdist), each running whole test modules (groups: tests/conftest.py)
 PARALLEL ?= -n 2 --dist loadgroup
-# Bytecode: of the installed modules the demo imports, compiled on every core after installing (infra/bytecode.py;
-# compiling all installed files took 57 s of a 2-core machine, most never imported), of the others as they are first
-# imported, so the commands write it even where PYTHONDONTWRITEBYTECODE is set
+# Bytecode is compiled as modules are first imported (the demo uses a quarter of the installed files; compiling
+# all at install took 57 s of a 2-core machine), so the commands write it even where PYTHONDONTWRITEBYTECODE is set
 export PYTHONDONTWRITEBYTECODE =
 
 .PHONY: demo test test-all clean
@@ -32,7 +31,6 @@ else
 	$(BIN)/pip install --quiet -e '.[test]'
 	$(BIN)/pip check
 endif
-	$(BIN)/python infra/bytecode.py compile
 	touch $@
 
 demo: $(BIN)/.installed
