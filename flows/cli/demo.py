@@ -10,8 +10,10 @@ they find built.
 
 import hashlib
 import json
+import multiprocessing
 import os
 import sys
+from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Annotated
@@ -76,31 +78,41 @@ def demo_command(
 
 def run_demo(store: str, train_steps: int, precision: str, cluster: ClusterParams) -> tuple[PipelineResult, str]:
     """The pipeline flow on the default corpus; its result and the MLflow URI it was tracked at."""
-    from flows.prefect_api import prefect_api
+    # the store's MLflow database (a first run's: 10 s of MLflow's migrations) made by a process of its own from
+    # the start, beside this one's imports and the temporary Prefect server's start
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        database = pool.submit(tracking_database, store)
+        from flows.prefect_api import prefect_api
 
-    def prepare() -> None:  # while a temporary Prefect server starts
-        import flows.pipeline  # noqa: F401 (its imports: seconds)
-        from npmcore.tracking import tracking_uri
+        def prepare() -> None:  # while a temporary Prefect server starts
+            import flows.pipeline  # noqa: F401 (its imports: seconds)
 
-        tracking_uri(store)  # the store's MLflow database made (seconds on a first run)
+            database.result()  # its error, if any, raised here
+            pool.shutdown()  # its process done: not kept through the pipeline
 
-    with prefect_api(meanwhile=prepare):
-        from flows.evaluate import EvalParams
-        from flows.index import IndexParams
-        from flows.pipeline import PipelineParams, pipeline
-        from flows.train import TrainParams
+        with prefect_api(meanwhile=prepare):
+            from flows.evaluate import EvalParams
+            from flows.index import IndexParams
+            from flows.pipeline import PipelineParams, pipeline
+            from flows.train import TrainParams
 
-        params = PipelineParams(
-            ingest=IngestParams(store=store, cluster=cluster, pages_per_partition=25),  # shards embedded in parallel
-            train=TrainParams(store=store, steps=train_steps, batch_size=DEMO_BATCH) if train_steps else None,
-            index=IndexParams(store=store, precision=precision),
-            evaluate=EvalParams(tasks=["cloze"], data=str(CLOZE_TEST), store=store),
-            queries=[DEMO_QUERY],
-        )
-        result = pipeline(params, progress=sys.stderr.isatty())
+            params = PipelineParams(
+                # shards of 25 pages: embedded in parallel
+                ingest=IngestParams(store=store, cluster=cluster, pages_per_partition=25),
+                train=TrainParams(store=store, steps=train_steps, batch_size=DEMO_BATCH) if train_steps else None,
+                index=IndexParams(store=store, precision=precision),
+                evaluate=EvalParams(tasks=["cloze"], data=str(CLOZE_TEST), store=store),
+                queries=[DEMO_QUERY],
+            )
+            result = pipeline(params, progress=sys.stderr.isatty())
+    return result, database.result()
+
+
+def tracking_database(store: str) -> str:
+    """:func:`~npmcore.tracking.tracking_uri` of ``store`` (its MLflow database made when there is none yet)."""
     from npmcore.tracking import tracking_uri
 
-    return result, tracking_uri(store)
+    return tracking_uri(store)
 
 
 def demo_key(store: str, train_steps: int, precision: str) -> str:
