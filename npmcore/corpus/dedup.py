@@ -9,6 +9,9 @@ same articles as ingesting the first and then extending its corpus with the seco
 
 The driver holds the state: about 6 KB per kept article (its URL, text hash and signature, and
 datasketch's LSH tables: 5.4 KB of them measured with tracemalloc), 6 GB for a million articles.
+
+datasketch is imported where it is used: a second of every ingest's import (each Dask worker's too) that only
+crawls need.
 """
 
 import hashlib
@@ -20,7 +23,6 @@ import fsspec
 import numpy as np
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from datasketch import MinHash, MinHashLSH
 
 from npmcore.snapshots import open_corpus, read_shard
 from npmcore.storage import join
@@ -51,6 +53,8 @@ def shingles(text: str) -> set[bytes]:
 
 def signature(text: str) -> np.ndarray:
     """MinHash signature of ``text``'s shingles: uint32 (NUM_PERM,)."""
+    from datasketch import MinHash
+
     minhash = MinHash(num_perm=NUM_PERM, seed=SEED, scheme=SCHEME)
     minhash.update_batch(list(shingles(text)))
     return minhash.hashvalues.astype(np.uint32)
@@ -70,6 +74,8 @@ class Deduplicator:
     """Decides, article after article, which ones are kept (see the module docstring)."""
 
     def __init__(self) -> None:
+        from datasketch import MinHashLSH
+
         self.urls: set[str] = set()
         self.texts: set[str] = set()
         self.signatures: list[np.ndarray] = []
@@ -81,6 +87,8 @@ class Deduplicator:
             return "duplicate_url"
         if key.text_hash in self.texts:
             return "duplicate_text"
+        from datasketch import MinHash
+
         minhash = MinHash(seed=SEED, hashvalues=key.signature, scheme=SCHEME)
         for candidate in self.lsh.query(minhash):
             if np.mean(self.signatures[candidate] == key.signature) >= THRESHOLD:
