@@ -173,11 +173,13 @@ def start_services(site: Site) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1500)  # 9 to 10 min on two shared cores, the outages' retries included
 @needs_namespaces
 def test_the_whole_job_across_hosts_equals_one_machine(site, dump_path):
     h, rb, env = site.hosts, site.runbook, site.env
     (h["driver"].disk / "sample.xml").write_text(sample_dump(dump_path, 0, ARTICLES), encoding="utf-8")
-    (h["driver"].disk / "more.xml").write_text(sample_dump(dump_path, ARTICLES, 2 * ARTICLES), encoding="utf-8")
+    # a later dump with more articles: the whole embedded one (106), whose ingest lasts until S3 is unplugged
+    (h["driver"].disk / "more.xml").write_bytes(bz2.open(dump_path).read())
     start_services(site)
     python(site, "driver", f"import s3fs; s3fs.S3FileSystem().put('{DISK}/sample.xml', 'npm/dumps/sample.xml')")
     # a third worker host, without S3 credentials, has joined: the first command refuses it
@@ -271,7 +273,7 @@ def test_the_whole_job_across_hosts_equals_one_machine(site, dump_path):
     python(site, "driver", f"import s3fs; s3fs.S3FileSystem().put('{DISK}/more.xml', 'npm/dumps/more.xml')")
     more = rb.line("driver", "npmcore ingest").replace("sample.xml", "more.xml")
     ingesting = h["driver"].start(more, env["driver"], "more.log")
-    wait_for_log(h["driver"], "more.log", "using Dask scheduler", count=3)  # the command's, the flow's, the task's
+    wait_for_log(h["driver"], "more.log", r"ingesting: [\d,]+ of")  # a first shard written, the others to come
     site.network.unplug("s3")
     try:
         assert ingesting.wait(timeout=600) == 2, h["driver"].log("more.log")
