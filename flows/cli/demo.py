@@ -16,7 +16,7 @@ import sys
 from concurrent.futures import ProcessPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import fsspec
 import typer
@@ -27,6 +27,9 @@ from flows.results import PipelineResult
 from npmcore import __version__
 from npmcore.corpus.readers import default_corpus
 from npmcore.storage import SnapshotError, existing_snapshot, join, open_snapshot, replace_json
+
+if TYPE_CHECKING:  # imported where used: the flows take seconds to import
+    from flows.pipeline import PipelineParams
 
 app = typer.Typer()
 PANEL = "Pipeline"
@@ -91,21 +94,26 @@ def run_demo(store: str, train_steps: int, precision: str, cluster: ClusterParam
             pool.shutdown()  # its process done: not kept through the pipeline
 
         with prefect_api(meanwhile=prepare):
-            from flows.evaluate import EvalParams
-            from flows.index import IndexParams
-            from flows.pipeline import PipelineParams, pipeline
-            from flows.train import TrainParams
+            from flows.pipeline import pipeline
 
-            params = PipelineParams(
-                # shards of 25 pages: embedded in parallel
-                ingest=IngestParams(store=store, cluster=cluster, pages_per_partition=25),
-                train=TrainParams(store=store, steps=train_steps, batch_size=DEMO_BATCH) if train_steps else None,
-                index=IndexParams(store=store, precision=precision),
-                evaluate=EvalParams(tasks=["cloze"], data=str(CLOZE_TEST), store=store),
-                queries=[DEMO_QUERY],
-            )
-            result = pipeline(params, progress=sys.stderr.isatty())
+            result = pipeline(demo_params(store, train_steps, precision, cluster), progress=sys.stderr.isatty())
     return result, database.result()
+
+
+def demo_params(store: str, train_steps: int, precision: str, cluster: ClusterParams) -> "PipelineParams":
+    """The pipeline's parameters for the demo: the default corpus in shards of 25 pages (embedded in parallel)."""
+    from flows.evaluate import EvalParams
+    from flows.index import IndexParams
+    from flows.pipeline import PipelineParams
+    from flows.train import TrainParams
+
+    return PipelineParams(
+        ingest=IngestParams(store=store, cluster=cluster, pages_per_partition=25),
+        train=TrainParams(store=store, steps=train_steps, batch_size=DEMO_BATCH) if train_steps else None,
+        index=IndexParams(store=store, precision=precision),
+        evaluate=EvalParams(tasks=["cloze"], data=str(CLOZE_TEST), store=store),
+        queries=[DEMO_QUERY],
+    )
 
 
 def tracking_database(store: str) -> str:
