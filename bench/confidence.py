@@ -49,7 +49,8 @@ from npmcore.encoder import default_encoder_path, local_model_dir  # noqa: E402
 from npmcore.evaluation.metrics import exact_match  # noqa: E402
 from npmcore.evaluation.selective import calibration_report  # noqa: E402
 from npmcore.evaluation.tasks import Task  # noqa: E402
-from npmcore.tracking import resolve_encoder, tracking, tracking_uri  # noqa: E402
+from npmcore.tracking import resolve_encoder, tracking  # noqa: E402
+from npmcore.tracking_store import tracking_uri  # noqa: E402
 
 ANSWERS = 5  # answers per fact fitted on: the service shows five, each with its confidence
 BATCH = 32

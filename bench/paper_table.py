@@ -98,7 +98,8 @@ from npmcore.evaluation.baselines import BASELINES  # noqa: E402
 from npmcore.evaluation.dumps import DUMP_DATES, SIMPLE, dated_dump, simple_wikipedia  # noqa: E402
 from npmcore.snapshots import open_index  # noqa: E402
 from npmcore.storage import cache_dir, join  # noqa: E402
-from npmcore.tracking import resolve_encoder, tracking, tracking_uri  # noqa: E402
+from npmcore.tracking import resolve_encoder, tracking  # noqa: E402
+from npmcore.tracking_store import tracking_uri  # noqa: E402
 
 KNOWLEDGE = ("trex", "google_re", "kamel", "nq", "triviaqa")
 QUERY_WORDS_ALLOWED = ("trex", "google_re", "kamel")  # chosen on their dev facts (module docstring)

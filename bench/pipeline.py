@@ -59,7 +59,7 @@ def stages(store: str, start: float, seconds: float) -> tuple[dict[str, float], 
     estimates, the corpus snapshot it indexed and the precision it embedded in, from its MLflow runs."""
     import mlflow
 
-    from npmcore.tracking import tracking_uri
+    from npmcore.tracking_store import tracking_uri
 
     mlflow.set_tracking_uri(tracking_uri(store))
     runs = mlflow.search_runs(experiment_names=["npm-pipeline"], output_format="list")

@@ -50,7 +50,8 @@ from npmcore.cluster import dask_cluster  # noqa: E402
 from npmcore.encoder import default_encoder_path, local_model_dir  # noqa: E402
 from npmcore.evaluation.diagnostics import right_answers  # noqa: E402
 from npmcore.evaluation.tasks import Task, load_task  # noqa: E402
-from npmcore.tracking import resolve_encoder, tracking, tracking_uri  # noqa: E402
+from npmcore.tracking import resolve_encoder, tracking  # noqa: E402
+from npmcore.tracking_store import tracking_uri  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "bench" / "data"

@@ -35,7 +35,8 @@ from npmcore.model.query_encoder import embedding_encoder
 from npmcore.serve.serving import read_serving, set_serving
 from npmcore.snapshots import INDEX, IndexSnapshot, open_corpus, open_datastore, open_index
 from npmcore.storage import list_snapshots
-from npmcore.tracking import log_snapshot_input, resolve_encoder, tracking, tracking_uri
+from npmcore.tracking import log_snapshot_input, resolve_encoder, tracking
+from npmcore.tracking_store import tracking_uri
 from tasks import link_runs
 
 

@@ -26,7 +26,8 @@ from npmcore.evaluation.tasks import DEFAULT_DATA_DIR, Task
 from npmcore.index.indexer import IndexConfig, build_index
 from npmcore.plots import line_plot
 from npmcore.snapshots import open_index
-from npmcore.tracking import model_version, resolve_encoder, tracking, tracking_uri
+from npmcore.tracking import model_version, resolve_encoder, tracking
+from npmcore.tracking_store import tracking_uri
 from tasks.evaluate import MaskedSweep, RunSettings, evaluate_run_task, load_task_examples, masked_study_task
 
 LONG_ANSWER_TASKS = {"entity_translation": 20}  # the longest answer in tokens where the paper's 10 is short

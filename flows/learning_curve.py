@@ -18,7 +18,8 @@ from flows.params import ClusterParams, StoreURL, default_store
 from npmcore.model.checkpointing import checkpoint_steps
 from npmcore.plots import line_plot
 from npmcore.storage import cache_dir
-from npmcore.tracking import logged_curve, tracking_uri
+from npmcore.tracking import logged_curve
+from npmcore.tracking_store import tracking_uri
 from tasks.train import export_checkpoint_task, held_out_task
 
 

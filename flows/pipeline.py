@@ -22,7 +22,8 @@ from npmcore.index.indexer import store_root
 from npmcore.serve.serving import read_serving, set_serving
 from npmcore.snapshots import newest_corpus, open_index
 from npmcore.storage import read_manifest
-from npmcore.tracking import log_snapshot_input, model_version, tracking, tracking_uri
+from npmcore.tracking import log_snapshot_input, model_version, tracking
+from npmcore.tracking_store import tracking_uri
 from tasks import link_runs
 
 GATE = 0.01  # a new index may score at most this much below the served one and still be served

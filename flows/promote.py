@@ -17,7 +17,8 @@ from pydantic import BaseModel, Field
 
 from flows.evaluate import EvalParams, evaluate
 from flows.params import ClusterParams, StoreURL, default_store
-from npmcore.tracking import REGISTERED_MODEL, tracking, tracking_uri
+from npmcore.tracking import REGISTERED_MODEL, tracking
+from npmcore.tracking_store import tracking_uri
 
 CLOZE_DEV = Path(__file__).resolve().parents[1] / "bench" / "data" / "cloze-dev.jsonl"  # facts of the default corpus
 

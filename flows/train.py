@@ -14,7 +14,8 @@ from npmcore.index.indexer import build_bm25_index
 from npmcore.model.train import TrainConfig, configure
 from npmcore.serve.serving import serving_index
 from npmcore.snapshots import newest_corpus
-from npmcore.tracking import check_registered, resolve_encoder, tracking_uri
+from npmcore.tracking import check_registered, resolve_encoder
+from npmcore.tracking_store import tracking_uri
 from tasks.train import train_query_task, train_task
 
 

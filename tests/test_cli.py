@@ -28,7 +28,7 @@ def test_the_cli_loads_no_framework_before_a_command_needs_it():
 
 def test_a_service_error_is_a_user_error_once_its_module_is_loaded():
     from npmcore.cluster import ClusterError
-    from npmcore.tracking import TrackingError
+    from npmcore.tracking_store import TrackingError
 
     assert all(is_user_error(e) for e in (ClusterError("x"), TrackingError("x"), ValueError("x"), SnapshotError("x")))
     assert not is_user_error(RuntimeError("a bug"))

@@ -318,7 +318,7 @@ def test_npmcore_export_and_register_read_what_the_campaign_returns(campaign, tm
     from typer.testing import CliRunner
 
     from flows.cli import app
-    from npmcore.tracking import tracking_uri
+    from npmcore.tracking_store import tracking_uri
 
     out = campaign[0]
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))

@@ -2,12 +2,15 @@
 
 import re
 import sqlite3
+import subprocess
+import sys
 
 import mlflow
 import pytest
 from mlflow import MlflowClient
 
-from npmcore.tracking import REGISTERED_MODEL, check_registered, default_tracking_uri, tracking
+from npmcore.tracking import REGISTERED_MODEL, check_registered, tracking
+from npmcore.tracking_store import default_tracking_uri
 
 
 def test_a_tracking_block_leaves_no_store_behind_for_the_next_client(tmp_path):
@@ -48,9 +51,20 @@ def contents(uri: str) -> tuple[dict, list, list]:
 
 
 def test_a_stores_database_is_a_copy_of_an_empty_one_that_mlflow_reads_as_one_it_made(tmp_path, monkeypatch):
+    """Made, as the demo makes it, in a process of its own beside the command's imports: one that loads no
+    encoder framework (they took that process 20 s of a 2-core machine's start, compiling what the command did)."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     made = f"sqlite:///{tmp_path / 'made.db'}"  # MLflow makes it, migrations and all
-    seeded = default_tracking_uri(str(tmp_path / "store"))
+    code = (
+        "import sys; from npmcore.tracking_store import tracking_uri; "
+        "print(tracking_uri(sys.argv[1])); print([m for m in ('torch', 'transformers') if m in sys.modules])"
+    )
+    made_by = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "store")], capture_output=True, text=True, check=True
+    )
+    seeded, loaded = made_by.stdout.splitlines()
+    assert loaded == "[]"
     empty = tmp_path / "cache" / "npmcore" / "mlflow" / f"empty-{mlflow.__version__}.db"
     assert (tmp_path / "store" / "mlflow.db").read_bytes() == empty.read_bytes()
     for uri in (made, seeded):

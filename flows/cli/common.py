@@ -59,7 +59,7 @@ Strict = Annotated[
 USER_ERRORS = (ValueError, FileNotFoundError, SnapshotError)
 SERVICE_ERRORS = {
     "npmcore.cluster": ("ClusterError",),
-    "npmcore.tracking": ("TrackingError",),
+    "npmcore.tracking_store": ("TrackingError",),
 }
 
 

@@ -117,8 +117,8 @@ def demo_params(store: str, train_steps: int, precision: str, cluster: ClusterPa
 
 
 def tracking_database(store: str) -> str:
-    """:func:`~npmcore.tracking.tracking_uri` of ``store`` (its MLflow database made when there is none yet)."""
-    from npmcore.tracking import tracking_uri
+    """:func:`~npmcore.tracking_store.tracking_uri` of ``store`` (its MLflow database made when there is none yet)."""
+    from npmcore.tracking_store import tracking_uri
 
     return tracking_uri(store)
 

@@ -201,7 +201,8 @@ def compare_command(
     experiment: Annotated[str, typer.Option(help="MLflow experiment of the evaluation runs.")] = "npm-eval",
 ) -> None:
     """Side-by-side scores: runs (one column each) or models (their newest evaluation run per task and system)."""
-    from npmcore.tracking import compare, tracking_uri
+    from npmcore.tracking import compare
+    from npmcore.tracking_store import tracking_uri
 
     if len(items) < 2:
         raise ValueError("compare needs two or more runs or models")

@@ -176,7 +176,8 @@ def register_command(
 
     From a run folder (e.g. of torchrun -m npmcore.model.train): its newest checkpoint.
     Or an encoder folder (e.g. returned by a GPU run)."""
-    from npmcore.tracking import register_checkpoint, register_encoder, tracking_uri
+    from npmcore.tracking import register_checkpoint, register_encoder
+    from npmcore.tracking_store import tracking_uri
 
     uri, path = tracking_uri(absolute_store(store)), absolute_store(source)
     if run_folder(path):
