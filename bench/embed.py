@@ -1,6 +1,6 @@
 """Benchmark: the datastore's embedding (``npmcore.encoder.encode``) on real blocks, CPU or GPU.
 
-Usage: python bench/embed.py --bundle FILE [--encoder DIR] [--tokens N] [--batch-tokens 8192 32768 ...]
+Usage: python bench/embed.py --bundle FILE [--encoder DIR] [--tokens N] [--batch-tokens 2048 32768 ...]
 
 Encodes the first whole blocks of a training bundle (``npmcore bundle``; its token ids are the
 corpus blocks exactly as the datastore embeds them, special tokens included) holding about
@@ -29,7 +29,7 @@ configure_environment()
 import torch  # noqa: E402
 
 from npmcore.corpus.bundle import read_bundle  # noqa: E402
-from npmcore.encoder import cached_encoder, default_encoder_path, encode, fast_forward  # noqa: E402
+from npmcore.encoder import BATCH_TOKENS, cached_encoder, default_encoder_path, encode, fast_forward  # noqa: E402
 
 
 def first_blocks(bundle: str, tokens: int) -> list[list[int]]:
@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--bundle", required=True)
     parser.add_argument("--encoder", default=str(default_encoder_path()))
     parser.add_argument("--tokens", type=int, default=200_000)
-    parser.add_argument("--batch-tokens", type=int, nargs="+", default=[8192])
+    parser.add_argument("--batch-tokens", type=int, nargs="+", default=[BATCH_TOKENS])
     args = parser.parse_args()
     tokenizer, model = cached_encoder(args.encoder)
     device = next(model.parameters()).device

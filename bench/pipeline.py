@@ -43,7 +43,6 @@ configure_environment()
 import numpy as np  # noqa: E402
 
 BIN = Path(sys.executable).parent
-BATCH_TOKENS = 8192  # the datastore's default (flows/index.py IndexParams.batch_tokens)
 
 
 def run_demo(store: str, log: Path) -> tuple[float, float]:
@@ -89,6 +88,7 @@ def forward_rates(corpus: str) -> dict[str, object]:
     shipped runtime's by precision (``runtime``), after one untimed pass over a slice (kernel selection,
     compiling)."""
     from npmcore.encoder import (
+        BATCH_TOKENS,
         Forward,
         batch_order,
         encode,

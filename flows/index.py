@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from flows.params import ClusterParams, PrecisionSetting, StoreURL, default_store
 from npmcore.cluster import dask_client, dask_cluster, worker_threads
-from npmcore.encoder import Precision
+from npmcore.encoder import BATCH_TOKENS, Precision
 from npmcore.index.datastore import embedding_precision, embedding_seconds
 from npmcore.index.faiss_index import duration
 from npmcore.index.indexer import IndexConfig, corpus_choice
@@ -71,10 +71,10 @@ class IndexParams(BaseModel):
         "which BM25-restricted open-set queries need and nothing else (kNN search refuses it).",
     )
     batch_tokens: int = Field(
-        8192,
+        BATCH_TOKENS,
         ge=512,
-        description="Padded tokens per encoder forward while embedding; on a GPU 131072 (an H200 embeds 598k "
-        "tokens/s at 131072, 217k at 8192: bench/embed.py).",
+        description="Padded tokens per encoder forward while embedding; the default is sized for CPUs; on a GPU "
+        "131072 (an H200 embeds 598k tokens/s at 131072, 217k at 8192: bench/embed.py).",
     )
     precision: PrecisionSetting = "auto"
     cluster: ClusterParams = Field(default_factory=ClusterParams)

@@ -353,6 +353,9 @@ def special_frame(tokenizer: PreTrainedTokenizerFast) -> tuple[int, int]:
 Forward = Callable[[np.ndarray, np.ndarray], np.ndarray]  # ids, attention mask (b, w) int64 -> (b, w, d) float32
 # The forward's matrix products: float32, or bfloat16 where a CPU has units for it (npmcore.index.precision chooses)
 Precision = Literal["f32", "bf16"]
+# Padded tokens a forward, by default: on a CPU the fastest a token (two one-thread workers side by side, bf16 on
+# AVX512_BF16: 6.2k tokens/s each at 2,048, 5.7k at 8,192; bench/embed.py); a GPU wants far more (131,072)
+BATCH_TOKENS = 2048
 
 
 def torch_forward(model: PreTrainedModel, precision: Precision = "f32") -> Forward:
@@ -508,7 +511,7 @@ def encode(
     model: PreTrainedModel,
     tokenizer: PreTrainedTokenizerFast,
     sequences: Sequence[Sequence[int]],
-    batch_tokens: int = 8192,
+    batch_tokens: int = BATCH_TOKENS,
     forward: Forward | None = None,
 ) -> list[np.ndarray]:
     """Last hidden states of token id sequences (special tokens included), in input order.

@@ -3,7 +3,7 @@
 from prefect import task
 
 from npmcore.cluster import dask_client
-from npmcore.encoder import Precision
+from npmcore.encoder import BATCH_TOKENS, Precision
 from npmcore.index.datastore import build_datastore, plan_datastore
 from npmcore.index.indexer import (
     IndexConfig,
@@ -33,7 +33,7 @@ def build_datastore_task(
     reuse: str | None,
     dask_address: str,
     precision: Precision,
-    batch_tokens: int = 8192,
+    batch_tokens: int = BATCH_TOKENS,
     progress: bool = False,
 ) -> str:
     """Embed every block of a corpus in ``precision`` (a retry resumes: finished shards are kept); ``reuse``: a

@@ -66,10 +66,10 @@ def index_command(
         int,
         typer.Option(
             min=512,
-            help="Padded tokens per encoder forward while embedding; on a GPU 131072 (an H200 embeds 598k tokens/s "
-            "at 131072, 217k at 8192).",
+            help="Padded tokens per encoder forward while embedding; the default is sized for CPUs; on a GPU 131072 "
+            "(an H200 embeds 598k tokens/s at 131072, 217k at 8192).",
         ),
-    ] = 8192,
+    ] = 2048,  # npmcore.encoder.BATCH_TOKENS (the CLI imports no torch before a command needs it)
     bm25_only: Annotated[
         bool,
         typer.Option(

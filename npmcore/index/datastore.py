@@ -36,7 +36,15 @@ import torch
 from distributed import Client
 
 from npmcore.cluster import map_bounded
-from npmcore.encoder import Precision, cached_encoder, encode, encoder_fingerprint, fast_forward, special_frame
+from npmcore.encoder import (
+    BATCH_TOKENS,
+    Precision,
+    cached_encoder,
+    encode,
+    encoder_fingerprint,
+    fast_forward,
+    special_frame,
+)
 from npmcore.index.precision import Setting, forward_rates, resolve_precision
 from npmcore.snapshots import DATASTORE, open_corpus, open_datastore, read_shard, shard_arrays
 from npmcore.storage import (
@@ -90,7 +98,7 @@ def plan_datastore(
     corpus: str,
     store: str,
     encoder: str | None = None,
-    batch_tokens: int = 8192,
+    batch_tokens: int = BATCH_TOKENS,
     reuse: str | None = None,
     precision: Setting = "auto",
 ) -> DatastorePlan:
@@ -306,7 +314,7 @@ def build_datastore(
     store: str,
     encoder: str | None = None,
     client: Client | None = None,
-    batch_tokens: int = 8192,
+    batch_tokens: int = BATCH_TOKENS,
     on_shard: Callable[[EmbeddedShard], None] | None = None,
     reuse: str | None = None,
     precision: Setting = "auto",

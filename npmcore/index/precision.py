@@ -30,7 +30,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from npmcore.corpus.blocks import split_document
 from npmcore.corpus.readers import Document, default_corpus
-from npmcore.encoder import Precision, encode, encoder_fingerprint, fast_forward
+from npmcore.encoder import BATCH_TOKENS, Precision, encode, encoder_fingerprint, fast_forward
 from npmcore.machine import cpu_description, cpu_flags, cpu_name, measured_rates
 
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ Setting = Literal["auto", "f32", "bf16"]
 SETTINGS: tuple[Setting, ...] = get_args(Setting)
 BF16_UNITS = frozenset({"amx_bf16", "avx512_bf16"})  # /proc/cpuinfo flags of CPUs with bf16 matrix products
 PROBE_BLOCK_TOKENS = 256  # the datastore's default block length (special tokens included)
-PROBE_BATCH_BLOCKS = 8  # blocks a batch: 2,048 tokens (a datastore batch of 8,192 embeds about 5% slower a token)
+PROBE_BATCH_BLOCKS = BATCH_TOKENS // PROBE_BLOCK_TOKENS  # blocks a batch: as many as the datastore's batches hold
 PROBE_BATCHES = 5  # the first untimed (OpenVINO chooses its kernels for the shape), then the fastest of 4 counts
 PROBE_BLOCKS = PROBE_BATCH_BLOCKS * PROBE_BATCHES
 
