@@ -65,7 +65,7 @@ BM25_TOKENS_PER_S = 500_000  # Lucene indexing in one thread
 # rotation's rounds cost much the same at a tenth of it (19 s for 21,373 vectors, 13 s for 4,096, on the 2-core
 # machine with AMX): a probe of a smaller sample would not scale to the sample trained
 PROBE_TRAIN = TRAIN_MIN
-PROBE_ENCODE = 65_536  # vectors it encodes on one thread, as a worker encodes a shard's
+PROBE_ENCODE = 16_384  # vectors it encodes on one thread, as a worker encodes a shard's (a fifth of a second)
 PROBE_LISTS = 256  # centroids of its k-means, timed for an IVF's coarse quantizer
 # vector x list pairs its assignment to an IVF's lists scores on one thread (1-2 s): an IVF's encoding is mostly that at
 # scale (8,192 flat lists: 2,500 vectors/s a thread where the PQ codes alone take 55,000, Intel with AMX)
