@@ -25,10 +25,10 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from importlib.metadata import version
 
 import fsspec
 import py3langid
-import trafilatura
 from warcio.archiveiterator import ArchiveIterator
 from warcio.limitreader import LimitReader
 from warcio.recordloader import ArcWarcRecord
@@ -38,7 +38,8 @@ from npmcore.corpus.readers import CorpusError, Document
 log = logging.getLogger(__name__)
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
-EXTRACTOR = f"trafilatura {trafilatura.__version__} (favor_precision, no comments, no tables)"
+# trafilatura is imported where pages are read (a second of every ingest's start, only crawls need it)
+EXTRACTOR = f"trafilatura {version('trafilatura')} (favor_precision, no comments, no tables)"
 _CHARSET = re.compile(r"charset\s*=\s*[\"']?([\w.:-]+)", re.I)
 
 
@@ -97,6 +98,8 @@ def language(text: str) -> str:
 def extract(html: str) -> tuple[str, str] | None:
     """(title, main text) of an HTML page; None when it holds no main text. The title is the
     page's ``<title>``, whitespace collapsed ("" without one)."""
+    import trafilatura
+
     tree = trafilatura.load_html(html)
     if tree is None:
         return None
@@ -149,7 +152,9 @@ def _html(record: ArcWarcRecord, content_type: str) -> str:
             return body.decode(charset.group(1), errors="replace")
         except LookupError:
             pass
-    return trafilatura.utils.decode_file(body)
+    from trafilatura.utils import decode_file
+
+    return decode_file(body)
 
 
 def _page(record: ArcWarcRecord, offset: int) -> Page | None:
