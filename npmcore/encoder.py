@@ -353,8 +353,9 @@ def special_frame(tokenizer: PreTrainedTokenizerFast) -> tuple[int, int]:
 Forward = Callable[[np.ndarray, np.ndarray], np.ndarray]  # ids, attention mask (b, w) int64 -> (b, w, d) float32
 # The forward's matrix products: float32, or bfloat16 where a CPU has units for it (npmcore.index.precision chooses)
 Precision = Literal["f32", "bf16"]
-# Padded tokens a forward, by default: on a CPU the fastest a token (two one-thread workers side by side, bf16 on
-# AVX512_BF16: 6.2k tokens/s each at 2,048, 5.7k at 8,192; bench/embed.py); a GPU wants far more (131,072)
+# Padded tokens a forward, by default: on a CPU the fastest a token (two one-thread processes side by side, bf16 on
+# an AVX512_BF16 AMD, 512 blocks of the news corpus: 6.2k tokens/s each at 2,048, 5.7k at 8,192, 2026-12-03; the
+# demo's embedding stage 63-67 s -> 58-63 s); a GPU wants far more (131,072: bench/embed.py)
 BATCH_TOKENS = 2048
 
 
