@@ -19,7 +19,7 @@ def prefect_api(meanwhile: Callable[[], object] = lambda: None) -> Iterator[str]
 
     The configured API (a running ``prefect server start``) when there is one. Without, one temporary local
     server is started for the command (:func:`temporary_server`), its URL exported at once, and ``meanwhile``
-    (the command's own preparations: importing its flows, starting its Dask cluster, …) runs while it starts,
+    (the command's own preparations: importing its flows, …) runs while it starts,
     its seconds hidden behind the server's (3 s; 20 s on a first run, which makes the server's database).
     Either way Dask worker processes started inside the block (``meanwhile`` included) inherit the URL and
     report to it, instead of each starting a temporary server of its own (about 20 s apiece).
@@ -67,8 +67,9 @@ def temporary_server() -> Iterator[tuple[str, Callable[[], None]]]:
 
     log = get_logger()  # "prefect", as Prefect's own temporary server logs
     with socket.create_server(("127.0.0.1", 0)) as listening:
-        url = f"http://127.0.0.1:{listening.getsockname()[1]}/api"
-        log.info("Starting temporary server on %s", url.removesuffix("/api"))
+        address = f"http://127.0.0.1:{listening.getsockname()[1]}"
+        url = f"{address}/api"
+        log.info("Starting temporary server on %s", address)
         fd = listening.fileno()
         env = os.environ | get_current_settings().to_environment_variables(exclude_unset=True)
         env |= {"PREFECT_UI_ENABLED": "0", "PREFECT__SERVER_EPHEMERAL": "1", "PREFECT__SERVER_FINAL": "1"}
@@ -94,7 +95,7 @@ def temporary_server() -> Iterator[tuple[str, Callable[[], None]]]:
     try:
         yield url, wait_until_up
     finally:
-        log.info("Stopping temporary server on %s", url.removesuffix("/api"))
+        log.info("Stopping temporary server on %s", address)
         server.terminate()
         try:
             server.wait(timeout=STOP_S)
