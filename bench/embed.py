@@ -29,7 +29,8 @@ configure_environment()
 import torch  # noqa: E402
 
 from npmcore.corpus.bundle import read_bundle  # noqa: E402
-from npmcore.encoder import BATCH_TOKENS, cached_encoder, default_encoder_path, encode, fast_forward  # noqa: E402
+from npmcore.encoder import cached_encoder, default_encoder_path, encode, fast_forward  # noqa: E402
+from npmcore.forward import BATCH_TOKENS  # noqa: E402
 
 
 def first_blocks(bundle: str, tokens: int) -> list[list[int]]:

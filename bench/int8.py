@@ -31,7 +31,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from npmcore.corpus.ingest import ingest  # noqa: E402
-from npmcore.encoder import Forward, encode, load_encoder, torch_forward  # noqa: E402
+from npmcore.encoder import encode, load_encoder, torch_forward  # noqa: E402
+from npmcore.forward import Forward  # noqa: E402
 from npmcore.snapshots import read_blocks  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

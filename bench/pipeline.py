@@ -87,17 +87,8 @@ def forward_rates(corpus: str) -> dict[str, object]:
     """Every block of ``corpus`` through the default encoder here: torch's seconds in float32 and the
     shipped runtime's by precision (``runtime``), after one untimed pass over a slice (kernel selection,
     compiling)."""
-    from npmcore.encoder import (
-        BATCH_TOKENS,
-        Forward,
-        batch_order,
-        encode,
-        encoder_config,
-        fast_forward,
-        forward_flops,
-        load_encoder,
-        torch_forward,
-    )
+    from npmcore.encoder import encode, encoder_config, fast_forward, forward_flops, load_encoder, torch_forward
+    from npmcore.forward import BATCH_TOKENS, Forward, batch_order
     from npmcore.index.precision import cpu_flags, has_bf16_units
     from npmcore.snapshots import read_blocks
 

@@ -33,7 +33,8 @@ configure_environment()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from npmcore.encoder import Forward, encode, fast_forward, load_encoder, torch_forward  # noqa: E402
+from npmcore.encoder import encode, fast_forward, load_encoder, torch_forward  # noqa: E402
+from npmcore.forward import Forward  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from int8 import export_onnx, onnx_forward  # noqa: E402

@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field
 
 from flows.params import ClusterParams, PrecisionSetting, StoreURL, default_store
 from npmcore.cluster import dask_client, dask_cluster, worker_threads
-from npmcore.encoder import BATCH_TOKENS, Precision
+from npmcore.forward import BATCH_TOKENS, Precision
 from npmcore.index.datastore import embedding_precision, embedding_seconds
 from npmcore.index.faiss_index import duration
 from npmcore.index.indexer import IndexConfig, corpus_choice

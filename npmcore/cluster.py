@@ -158,17 +158,23 @@ def worker_threads(client: Client) -> int:
     return sum(w["nthreads"] for w in client.scheduler_info(n_workers=-1)["workers"].values())
 
 
-def map_bounded(fn: Callable[[Item], Result], items: Iterable[Item], client: Client | None) -> Iterator[Result]:
-    """Run ``fn`` over ``items``: in this process, or on Dask with at most two tasks per
-    worker in flight (items may be a lazy stream). Results come in completion order."""
+def map_bounded(
+    fn: Callable[..., Result], items: Iterable[Item], client: Client | None, shared: tuple[object, ...] = ()
+) -> Iterator[Result]:
+    """Run ``fn(item, *shared)`` over ``items``: in this process, or on Dask with at most two tasks per
+    worker in flight (items may be a lazy stream). Results come in completion order. ``shared``: objects
+    every call takes (a tokenizer), sent to each worker once (scattered), not with every task."""
     if client is None:
-        yield from map(fn, items)
+        yield from (fn(item, *shared) for item in items)
         return
+    # hash=False: a key of its own per call (an equal object scattered again as the last call releases it would
+    # lose its data under the new call's tasks: "lost dependencies")
+    shared = tuple(client.scatter([s], broadcast=True, hash=False)[0] for s in shared)
     max_in_flight = 2 * max(1, len(client.scheduler_info(n_workers=-1)["workers"]))
     pending = as_completed()
     try:
         for item in items:
-            pending.add(client.submit(fn, item, pure=False))
+            pending.add(client.submit(fn, item, *shared, pure=False))
             while pending.count() >= max_in_flight:
                 yield next(pending).result()
         for future in pending:

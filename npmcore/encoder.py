@@ -15,13 +15,10 @@ import io
 import json
 import logging
 import tarfile
-import threading
-import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 import torch
@@ -35,11 +32,19 @@ from transformers import (
 )
 from transformers.utils import logging as hf_logging
 
+from npmcore.forward import (
+    BATCH_TOKENS,
+    OPENVINO_CACHED,
+    EncoderError,
+    Forward,
+    Precision,
+    compile_forward,
+    converted_folder,
+    converted_forward,
+    encode_ids,
+)
+
 log = logging.getLogger(__name__)
-
-
-class EncoderError(ValueError):
-    """An encoder or tokenizer cannot be loaded or cannot be used for NPM."""
 
 
 SHIPPED = Path(__file__).parent / "checkpoints" / "npm-minilm-l6"
@@ -350,15 +355,6 @@ def special_frame(tokenizer: PreTrainedTokenizerFast) -> tuple[int, int]:
     return before, len(ids) - before - 1
 
 
-Forward = Callable[[np.ndarray, np.ndarray], np.ndarray]  # ids, attention mask (b, w) int64 -> (b, w, d) float32
-# The forward's matrix products: float32, or bfloat16 where a CPU has units for it (npmcore.index.precision chooses)
-Precision = Literal["f32", "bf16"]
-# Padded tokens a forward, by default: on a CPU the fastest a token (two one-thread processes side by side, bf16 on
-# an AVX512_BF16 AMD, 512 blocks of the news corpus: 6.2k tokens/s each at 2,048, 5.7k at 8,192, 2026-12-03; the
-# demo's embedding stage 63-67 s -> 58-63 s); a GPU wants far more (131,072: bench/embed.py)
-BATCH_TOKENS = 2048
-
-
 def torch_forward(model: PreTrainedModel, precision: Precision = "f32") -> Forward:
     """The model's forward in torch, on its device; ``bf16``: under bf16 autocast (a GPU's, or a CPU's).
     In float32 it is the reference the other forwards are checked against."""
@@ -399,51 +395,15 @@ def fast_forward(model: PreTrainedModel, precision: Precision, threads: int | No
     by_key = _compiled.setdefault(model, {})
     if key not in by_key:
         try:
-            by_key[key] = _openvino_forward(model, *key)
+            by_key[key] = converted_forward(encoder_fingerprint(model), *key) or compile_forward(
+                _openvino_model(model), *key
+            )
         except EncoderError:  # bf16 asked, f32 compiled: refused, never recorded as bf16
             raise
         except Exception as e:  # any conversion failure: the torch forward is always right, only slower
             log.warning("OpenVINO cannot compile %s (%s); it runs in torch", type(model).__name__, e)
             by_key[key] = torch_forward(model, precision)
     return by_key[key]
-
-
-def _openvino_forward(model: PreTrainedModel, threads: int, precision: Precision) -> Forward:
-    import openvino as ov
-
-    started = time.perf_counter()
-    # no pinning: OpenVINO would pin every process's threads to the first cores, so that two one-thread Dask
-    # workers shared one core (7,066 tokens/s for both, 12,775 unpinned)
-    compiled = ov.Core().compile_model(
-        _openvino_model(model),
-        "CPU",
-        {"INFERENCE_PRECISION_HINT": precision, "INFERENCE_NUM_THREADS": threads, "ENABLE_CPU_PINNING": False},
-    )
-    ran = compiled.get_property("INFERENCE_PRECISION_HINT").get_type_name()
-    if ran != precision:
-        raise EncoderError(
-            f"OpenVINO compiles the encoder in {ran}, not {precision}, on this CPU "
-            f"({ov.Core().get_property('CPU', 'FULL_DEVICE_NAME')}): bf16 needs AMX or AVX512_BF16; use f32 or auto"
-        )
-    log.info(
-        "compiled the encoder with OpenVINO (%d threads, %s) in %.1f s",
-        threads,
-        precision,
-        time.perf_counter() - started,
-    )
-    hidden = compiled.output("last_hidden_state")
-    # a compiled model answers through one infer request, which refuses a second caller while busy ("Infer Request
-    # is busy"): the service's loader checks a new index while the old one answers, with the same encoder
-    lock = threading.Lock()
-
-    def forward(ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        with lock:
-            return compiled({"input_ids": ids, "attention_mask": mask})[hidden]  # a copy: share_outputs=False
-
-    return forward
-
-
-OPENVINO_CACHED = 4  # converted encoders kept in the cache (the newest; each as large as its fp32 weights)
 
 
 @contextmanager
@@ -466,20 +426,16 @@ def _openvino_telemetry_off() -> Iterator[None]:
 
 
 def _openvino_model(model: PreTrainedModel) -> object:
-    """The model converted to OpenVINO. Kept in the cache (``{cache}/openvino/<weights, versions>``,
-    renamed into place whole; the newest :data:`OPENVINO_CACHED`), a process reads it in a fraction of
-    the 1.3 s converting takes; a cache that cannot be written only costs that time."""
+    """The model converted to OpenVINO. Kept in the cache (:func:`~npmcore.forward.converted_folder`,
+    renamed into place whole; the newest :data:`~npmcore.forward.OPENVINO_CACHED`), a process reads it in a
+    fraction of the 1.3 s converting takes; a cache that cannot be written only costs that time."""
     import shutil
     import tempfile
     import warnings
 
     import openvino as ov
-    import transformers
 
-    from npmcore.storage import cache_dir
-
-    key = f"{encoder_fingerprint(model)}-ov{ov.__version__.split('-')[0]}-tf{transformers.__version__}"
-    folder = cache_dir() / "openvino" / key
+    folder = converted_folder(encoder_fingerprint(model))
     if (folder / "encoder.xml").is_file():
         return ov.Core().read_model(folder / "encoder.xml")
     ids = torch.ones((2, 8), dtype=torch.long)
@@ -492,7 +448,7 @@ def _openvino_model(model: PreTrainedModel) -> object:
         )
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
-        partial = Path(tempfile.mkdtemp(prefix=f".tmp-{key}-", dir=folder.parent))
+        partial = Path(tempfile.mkdtemp(prefix=f".tmp-{folder.name}-", dir=folder.parent))
         ov.save_model(converted, partial / "encoder.xml", compress_to_fp16=False)
         try:
             partial.rename(folder)
@@ -515,32 +471,14 @@ def encode(
     batch_tokens: int = BATCH_TOKENS,
     forward: Forward | None = None,
 ) -> list[np.ndarray]:
-    """Last hidden states of token id sequences (special tokens included), in input order.
-
-    Sequences are sorted by length and cut into batches of at most ``batch_tokens``
-    padded tokens, so little compute goes to padding. ``forward``: how a batch goes
-    through the model (default :func:`fast_forward` in float32; :func:`torch_forward` is the reference).
+    """Last hidden states of token id sequences (special tokens included), in input order
+    (:func:`~npmcore.forward.encode_ids`: batches of at most ``batch_tokens`` padded tokens). ``forward``: how a
+    batch goes through the model (default :func:`fast_forward` in float32; :func:`torch_forward` is the reference).
 
     Returns:
         One float32 array (len_i, d) per sequence.
     """
-    forward = forward or fast_forward(model, "f32")
-    lengths = np.fromiter(map(len, sequences), dtype=np.int64, count=len(sequences))
-    if len(lengths) and lengths.min() == 0:
-        raise ValueError(f"sequence {int(np.argmin(lengths))} is empty")
-    order = np.argsort(-lengths, kind="stable")
-    out: list[np.ndarray] = [np.empty(0)] * len(sequences)
-    for batch in batch_order(lengths[order], batch_tokens):
-        rows = order[batch]
-        width = int(lengths[rows[0]])  # the longest of the batch: sorted descending
-        ids = np.full((len(rows), width), tokenizer.pad_token_id, dtype=np.int64)
-        for row, i in enumerate(rows):
-            ids[row, : lengths[i]] = sequences[i]
-        mask = (np.arange(width) < lengths[rows][:, None]).astype(np.int64)
-        hidden = forward(ids, mask)  # (b, width, d)
-        for row, i in enumerate(rows):
-            out[i] = hidden[row, : lengths[i]]
-    return out
+    return encode_ids(sequences, tokenizer.pad_token_id, forward or fast_forward(model, "f32"), batch_tokens)
 
 
 def forward_flops(config: object, width: float) -> float:
@@ -549,14 +487,3 @@ def forward_flops(config: object, width: float) -> float:
     and attention's two products over the sequence (4 width d). Embeddings and norms left out."""
     d, ff, layers = config.hidden_size, config.intermediate_size, config.num_hidden_layers
     return 2.0 * layers * (d * (4 * d + 2 * ff) + 2 * width * d)
-
-
-def batch_order(lengths: np.ndarray, batch_tokens: int) -> list[slice]:
-    """The batches :func:`encode` cuts sequences of descending ``lengths`` into: as many sequences
-    as fit ``batch_tokens`` padded to the first one's length (at least one)."""
-    batches, lo = [], 0
-    while lo < len(lengths):
-        hi = min(len(lengths), lo + max(1, batch_tokens // int(lengths[lo])))
-        batches.append(slice(lo, hi))
-        lo = hi
-    return batches

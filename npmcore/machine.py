@@ -20,6 +20,12 @@ from npmcore.storage import cache_dir
 log = logging.getLogger(__name__)
 
 
+def has_gpu_driver() -> bool:
+    """Whether the kernel runs an NVIDIA or AMD GPU driver (``/proc/driver/nvidia``, ``/dev/kfd``): a machine
+    where torch may find a GPU (only importing torch, seconds, can tell)."""
+    return Path("/proc/driver/nvidia").exists() or Path("/dev/kfd").exists()
+
+
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags (``/proc/cpuinfo``; none where there is no such file)."""
     return frozenset(_cpuinfo().get("flags", "").split())

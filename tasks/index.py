@@ -3,7 +3,7 @@
 from prefect import task
 
 from npmcore.cluster import dask_client
-from npmcore.encoder import BATCH_TOKENS, Precision
+from npmcore.forward import BATCH_TOKENS, Precision
 from npmcore.index.datastore import build_datastore, plan_datastore
 from npmcore.index.indexer import (
     IndexConfig,

@@ -1,5 +1,5 @@
 """Real Dask clusters: the CLI on a scheduler and two worker processes, one of them killed mid-embedding; a
-LocalCluster's worker SIGKILLed halfway through writing a corpus shard, and a datastore shard."""
+LocalCluster's worker SIGKILLed halfway through writing a corpus shard, and a datastore shard; what a worker imports."""
 
 import contextlib
 import functools
@@ -25,6 +25,7 @@ from typer.testing import CliRunner
 from flows.cli import app
 from npmcore.cluster import check_readable, dask_client
 from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.encoder import fast_forward, load_encoder
 from npmcore.index.bm25 import BM25Searcher
 from npmcore.index.datastore import build_datastore
 from npmcore.index.indexer import IndexConfig, build_index
@@ -283,3 +284,22 @@ def test_embedding_survives_a_worker_killed_halfway_through_a_shard(two_workers,
     assert datastore.rsplit("/", 1)[1] == news_store.datastore.rsplit("/", 1)[1]
     assert open_snapshot(datastore).files == open_snapshot(news_store.datastore).files
     assert not list(store.glob("datastore/.*")), "the datastore's staging folder was left behind"
+
+
+def heavy_modules() -> list[str]:
+    """On a worker (client.run): which of torch and transformers' model classes it has imported."""
+    return [m for m in ("torch", "transformers.modeling_utils") if m in sys.modules]
+
+
+def test_workers_ingest_and_embed_without_torch(news_store, tmp_path):
+    """A worker tokenizes with the tokenizer the ingest loaded (sent to it once) and embeds with the encoder this
+    machine converted before: it imports neither torch nor transformers' models (seconds of its start, 400 MB), and
+    the corpus and the datastore are the news store's."""
+    fast_forward(load_encoder()[1], "f32")  # converted here: as the planner's precision probe converts it
+    with dask_client(n_workers=2) as client:  # new workers: the module's have run other tests' code
+        assert client.run(heavy_modules) == {w: [] for w in client.scheduler_info()["workers"]}
+        corpus = ingest([news_store.raw], str(tmp_path), NEWS_CONFIG, client)
+        datastore = build_datastore(corpus, str(tmp_path), client=client, precision="f32")
+        assert client.run(heavy_modules) == {w: [] for w in client.scheduler_info()["workers"]}
+    assert open_snapshot(corpus).files == open_snapshot(news_store.corpus).files
+    assert open_snapshot(datastore).files == open_snapshot(news_store.datastore).files

@@ -30,6 +30,7 @@ from npmcore.encoder import (
     tokenizer_fingerprint,
     torch_forward,
 )
+from npmcore.forward import converted_forward, encode_ids
 
 SPECIAL_TOKENS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 SENTENCE = "The bushfire near Hill Top forced hundreds of people from their homes."
@@ -256,7 +257,7 @@ def test_the_openvino_forward_gives_torchs_vectors(which, roberta_dir, news_line
     torch's within float rounding, and so does every token's nearest neighbours among them."""
     tokenizer, model = load_encoder(None if which == "default" else roberta_dir)
     forward = fast_forward(model, "f32")
-    assert forward.__qualname__.startswith("_openvino_forward")  # compiled, not the torch fallback
+    assert forward.__qualname__.startswith("compile_forward")  # compiled, not the torch fallback
     assert fast_forward(model, "f32") is forward  # once per model, thread count and precision
     sequences = [tokenizer(" ".join(news_lines[i : i + 1 + i % 3]))["input_ids"][:256] for i in range(24)]
     fast = np.concatenate(encode(model, tokenizer, sequences, 2048, forward))
@@ -309,6 +310,22 @@ def test_converting_an_encoder_sends_no_telemetry(tmp_path, monkeypatch, small_e
     assert (tmp_path / "cache" / "npmcore" / "openvino").is_dir() and events == []
 
 
+def test_a_worker_compiles_the_converted_encoder_by_its_fingerprint_alone(
+    tmp_path, monkeypatch, roberta_dir, news_lines
+):
+    """What a Dask worker embeds with (no torch, no weights): once this machine has converted the encoder, its
+    weights' fingerprint finds it, and its vectors are exactly those of the forward that converted it."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    tokenizer, model = load_encoder(roberta_dir)
+    assert converted_forward(encoder_fingerprint(model), 1, "f32") is None  # not converted on this machine yet
+    sequences = [tokenizer(" ".join(news_lines[i : i + 1 + i % 3]))["input_ids"][:256] for i in range(12)]
+    loaded = encode(model, tokenizer, sequences, 2048, fast_forward(model, "f32", threads=1))
+    forward = converted_forward(encoder_fingerprint(model), 1, "f32")
+    assert forward is not None and converted_forward(encoder_fingerprint(model), 1, "f32") is forward  # once
+    for a, b in zip(encode_ids(sequences, tokenizer.pad_token_id, forward, 2048), loaded, strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_the_converted_encoder_is_cached_and_a_cache_that_cannot_be_written_costs_only_time(
     tmp_path, monkeypatch, roberta_dir
 ):
@@ -319,4 +336,4 @@ def test_the_converted_encoder_is_cached_and_a_cache_that_cannot_be_written_cost
     assert (entry / "encoder.xml").is_file()
     (tmp_path / "not-a-folder").write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "not-a-folder"))
-    assert fast_forward(load_encoder(roberta_dir)[1], "f32").__qualname__.startswith("_openvino_forward")
+    assert fast_forward(load_encoder(roberta_dir)[1], "f32").__qualname__.startswith("compile_forward")

@@ -38,6 +38,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from distributed import Client
 from fsspec.utils import infer_compression, seek_delimiter
+from transformers import PreTrainedTokenizerFast
 
 from npmcore import __version__
 from npmcore.cluster import check_readable, map_bounded
@@ -62,7 +63,6 @@ from npmcore.corpus.readers import (
     wiki_documents,
 )
 from npmcore.corpus.warc import EXTRACTOR, Article, WarcCounts, check_language, read_articles
-from npmcore.encoder import load_tokenizer, tokenizer_fingerprint
 from npmcore.snapshots import BLOCK_SCHEMA, CORPUS, WARC_BLOCK_SCHEMA, CorpusSnapshot, open_corpus, read_shard
 from npmcore.sources import Source, describe, source_of, totals
 from npmcore.storage import (
@@ -325,11 +325,12 @@ def previous_rows(part: Partition) -> dict[str, list[dict]]:
     return rows
 
 
-def write_shard(part: Partition, staging: str, config: IngestConfig) -> IngestedShard:
+def write_shard(
+    part: Partition, tokenizer: PreTrainedTokenizerFast, staging: str, config: IngestConfig
+) -> IngestedShard:
     """Read, clean, split and tokenize one partition; write its Parquet shard (runs on a worker)."""
     if part.format == "warc":
         return extract_warc(part, staging, config)
-    tokenizer = load_tokenizer(config.encoder)
     rows = {name: [] for name in BLOCK_SCHEMA.names}
     copied = previous_rows(part)
     docs = empty = tokens = 0
@@ -373,13 +374,14 @@ def extract_warc(part: Partition, staging: str, config: IngestConfig) -> Ingeste
     )
 
 
-def write_articles(job: tuple[IngestedShard, frozenset[str]], staging: str, config: IngestConfig) -> IngestedShard:
+def write_articles(
+    job: tuple[IngestedShard, frozenset[str]], tokenizer: PreTrainedTokenizerFast, staging: str, config: IngestConfig
+) -> IngestedShard:
     """Split and tokenize the staged articles of one WARC file, but the duplicates ``job`` names, into
     its shard with their URL, date and MinHash signature; the staged file is removed (runs on a worker)."""
     staged, drop = job
     with fsspec.open(join(staging, staged.path), "rb") as f:
         table = pq.read_table(f)
-    tokenizer = load_tokenizer(config.encoder)
     rows = {name: [] for name in WARC_BLOCK_SCHEMA.names}
     for row in table.to_pylist():
         if row["doc_id"] in drop:
@@ -409,7 +411,12 @@ def _write_table(table: pa.Table, url: str) -> FileEntry:
 
 
 def deduplicate(
-    results: list[IngestedShard], staging: str, config: IngestConfig, client: Client | None, extends: str | None
+    results: list[IngestedShard],
+    tokenizer: PreTrainedTokenizerFast,
+    staging: str,
+    config: IngestConfig,
+    client: Client | None,
+    extends: str | None,
 ) -> tuple[list[IngestedShard], dict[str, int]]:
     """Decide which staged articles of the WARC files are duplicates (:func:`npmcore.corpus.dedup.find_duplicates`,
     after the articles of the corpus ``extends``), then write the shards of the others. Returns all
@@ -417,7 +424,7 @@ def deduplicate(
     drops, verdicts = find_duplicates(((r.index, key) for r in results for key in r.articles), extends)
     jobs = [(r, drops.get(r.index, frozenset())) for r in results if r.warc is not None]
     fn = functools.partial(write_articles, staging=staging, config=config)
-    written = {s.index: s for s in map_bounded(fn, jobs, client)}
+    written = {s.index: s for s in map_bounded(fn, jobs, client, (tokenizer,))}
     fs = fsspec.core.url_to_fs(staging)[0]
     if fs.exists(join(staging, "articles")):  # an empty folder, where the staged articles were
         fs.rm(join(staging, "articles"), recursive=True)
@@ -494,6 +501,8 @@ def ingest(
     files = expand_inputs(inputs)
     formats = [detect_format(u) if config.format == "auto" else config.format for u in files]
     check_readable([u for u, f in zip(files, formats, strict=True) if f != "mediawiki"], client)  # dumps: read here
+    from npmcore.encoder import load_tokenizer, tokenizer_fingerprint  # torch: not on the workers, which get this one
+
     tokenizer = load_tokenizer(config.encoder)
     input_entries = [
         {
@@ -541,14 +550,14 @@ def ingest(
         first = copy_shards(base, kept, staging, client, writer) if base is not None else 0
         fn = functools.partial(write_shard, staging=staging, config=config)
         results = []
-        for result in map_bounded(fn, plan_partitions(files, formats, config, previous, first), client):
+        for result in map_bounded(fn, plan_partitions(files, formats, config, previous, first), client, (tokenizer,)):
             results.append(result)
             if on_shard is not None:
                 on_shard(result)
         results.sort(key=lambda r: r.index)
         warc_counts = {}
         if "warc" in formats:
-            results, warc_counts = deduplicate(results, staging, config, client, base and base.url)
+            results, warc_counts = deduplicate(results, tokenizer, staging, config, client, base and base.url)
         added = describe(
             input_entries,
             ((r.corpus_source, r.path, {k: getattr(r, k) for k in ("docs", "empty_docs", "blocks", "tokens")})

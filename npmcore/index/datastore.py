@@ -29,23 +29,15 @@ import json
 import logging
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
 import fsspec
 import numpy as np
-import torch
 from distributed import Client
 
 from npmcore.cluster import map_bounded
-from npmcore.encoder import (
-    BATCH_TOKENS,
-    Precision,
-    cached_encoder,
-    encode,
-    encoder_fingerprint,
-    fast_forward,
-    special_frame,
-)
-from npmcore.index.precision import Setting, forward_rates, resolve_precision
+from npmcore.forward import BATCH_TOKENS, Forward, Precision, converted_forward, encode_ids
+from npmcore.machine import has_gpu_driver
 from npmcore.snapshots import DATASTORE, open_corpus, open_datastore, read_shard, shard_arrays
 from npmcore.storage import (
     FileEntry,
@@ -58,6 +50,9 @@ from npmcore.storage import (
     snapshot_id,
     snapshot_url,
 )
+
+if TYPE_CHECKING:  # imported where used: it imports torch, which a worker need not
+    from npmcore.index.precision import Setting
 
 log = logging.getLogger(__name__)
 EMBED_CHUNK = 512  # blocks encoded at a time (sorted by length within): bounds a worker's float32 states
@@ -74,6 +69,8 @@ class DatastorePlan:
     fingerprint: str  # of the encoder's weights
     precision: Precision  # of the encoder's products (auto resolved on the planning machine)
     dim: int
+    pad_id: int  # the tokenizer's padding token
+    frame: tuple[int, int]  # special tokens the tokenizer puts before and after a block's text (dropped)
     batch_tokens: int  # padded tokens per forward batch
     tokens: int  # content tokens the datastore will hold (the corpus's, less each block's special tokens)
     shards: tuple[tuple[str, FileEntry], ...]  # corpus shard path and checksum, in order
@@ -100,11 +97,14 @@ def plan_datastore(
     encoder: str | None = None,
     batch_tokens: int = BATCH_TOKENS,
     reuse: str | None = None,
-    precision: Setting = "auto",
+    precision: "Setting" = "auto",
 ) -> DatastorePlan:
     """Check the corpus and the encoder, resolve the precision (:func:`~npmcore.index.precision.resolve_precision`)
     and fix the datastore's id (loads the encoder once). ``reuse``: a datastore embedded by the same encoder
     in the same precision whose vectors unchanged blocks copy."""
+    from npmcore.encoder import cached_encoder, encoder_fingerprint, special_frame  # torch: not the workers'
+    from npmcore.index.precision import resolve_precision
+
     manifest = open_corpus(corpus).manifest
     if batch_tokens < 512:
         raise ValueError(f"batch_tokens must be >= 512, got {batch_tokens}")
@@ -139,6 +139,8 @@ def plan_datastore(
         fingerprint=fingerprint,
         precision=resolved,
         dim=model.config.hidden_size,
+        pad_id=tokenizer.pad_token_id,
+        frame=special_frame(tokenizer),
         batch_tokens=batch_tokens,
         tokens=manifest.counts["tokens"] - sum(special_frame(tokenizer)) * manifest.counts["blocks"],
         shards=tuple(sorted(manifest.files.items())),
@@ -146,8 +148,11 @@ def plan_datastore(
     )
 
 
-def embedding_precision(encoder: str | None, precision: Setting) -> Precision:
+def embedding_precision(encoder: str | None, precision: "Setting") -> Precision:
     """The precision ``encoder`` embeds in here under the setting ``precision`` (``auto`` resolved)."""
+    from npmcore.encoder import cached_encoder
+    from npmcore.index.precision import resolve_precision
+
     tokenizer, model = cached_encoder(encoder)
     return resolve_precision(precision, model, tokenizer)
 
@@ -156,6 +161,9 @@ def embedding_seconds(corpus: str, encoder: str | None, threads: int, precision:
     """The plan's estimate of embedding ``corpus`` on ``threads`` worker threads: its tokens at the rate
     of the encoder's forward in ``precision`` on one thread of this machine (the precision probe's,
     :func:`~npmcore.index.precision.forward_rates`, measured once and cached)."""
+    from npmcore.encoder import cached_encoder
+    from npmcore.index.precision import forward_rates
+
     tokenizer, model = cached_encoder(encoder)
     return open_corpus(corpus).manifest.counts["tokens"] / (forward_rates(model, tokenizer)[precision] * threads)
 
@@ -183,12 +191,10 @@ def embed_shard(plan: DatastorePlan, index: int) -> EmbeddedShard:
             done["reused_blocks"],
             resumed=True,
         )
-    _use_worker_threads()
-    tokenizer, model = cached_encoder(plan.encoder)
+    forward = shard_forward(plan)
     table = read_shard(plan.corpus, path, entry, ["token_ids", "content_hash"])
     sequences = table.column("token_ids").to_pylist()
-    before, after = special_frame(tokenizer)
-    forward = fast_forward(model, plan.precision)
+    before, after = plan.frame
     known = reusable_blocks(plan.reuse) if plan.reuse else {}
     found = [known.get(h) for h in table.column("content_hash").to_pylist()]
     fresh = [i for i, where in enumerate(found) if where is None]
@@ -201,9 +207,7 @@ def embed_shard(plan: DatastorePlan, index: int) -> EmbeddedShard:
             vectors[offsets[i] : offsets[i + 1]] = _copied(plan.reuse, *where)
     for lo in range(0, len(fresh), EMBED_CHUNK):
         chunk = fresh[lo : lo + EMBED_CHUNK]
-        for i, hidden in zip(
-            chunk, encode(model, tokenizer, [sequences[i] for i in chunk], plan.batch_tokens, forward)
-        ):
+        for i, hidden in zip(chunk, encode_ids([sequences[i] for i in chunk], plan.pad_id, forward, plan.batch_tokens)):
             vectors[offsets[i] : offsets[i + 1]] = hidden[before : len(hidden) - after]
     arrays = {
         "vectors": vectors,
@@ -253,14 +257,28 @@ def _reused_vectors(datastore: str, name: str) -> np.ndarray:
     return shard_arrays(datastore, name, open_datastore(datastore).manifest.files, verify=True)["vectors"]
 
 
-def _use_worker_threads() -> None:
-    """On a Dask worker, let torch use as many threads as the worker has (not every core)."""
-    try:
-        from distributed import get_worker
+def shard_forward(plan: DatastorePlan) -> Forward:
+    """The encoder's forward that embeds a shard. On a Dask worker of a machine without a GPU driver whose cache
+    holds the encoder converted to OpenVINO (the planning machine's, which converts it as it probes the precision:
+    a local cluster's workers), that converted encoder on the worker's threads: torch and transformers are not
+    imported, nor the weights loaded. Else the encoder loaded (:func:`~npmcore.encoder.fast_forward`: on the GPU
+    where there is one, else converted here), with as many threads as the worker has (not every core)."""
+    from distributed import get_worker
 
-        torch.set_num_threads(get_worker().state.nthreads)
-    except ValueError:  # not on a worker
-        pass
+    try:
+        threads = get_worker().state.nthreads
+    except ValueError:  # not on a worker: this process's threads, its encoder probably loaded already
+        threads = None
+    if threads is not None and not has_gpu_driver():
+        if (forward := converted_forward(plan.fingerprint, threads, plan.precision)) is not None:
+            return forward
+    import torch
+
+    from npmcore.encoder import cached_encoder, fast_forward
+
+    if threads is not None:
+        torch.set_num_threads(threads)
+    return fast_forward(cached_encoder(plan.encoder)[1], plan.precision)
 
 
 def commit_datastore(plan: DatastorePlan, results: list[EmbeddedShard]) -> str:
@@ -317,7 +335,7 @@ def build_datastore(
     batch_tokens: int = BATCH_TOKENS,
     on_shard: Callable[[EmbeddedShard], None] | None = None,
     reuse: str | None = None,
-    precision: Setting = "auto",
+    precision: "Setting" = "auto",
 ) -> str:
     """Embed every block of ``corpus`` (on the Dask cluster of ``client``, or here) in ``precision``;
     returns the datastore URL. A finished datastore is reused; an unfinished one is resumed. ``reuse``:

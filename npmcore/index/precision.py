@@ -30,7 +30,8 @@ from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
 from npmcore.corpus.blocks import split_document
 from npmcore.corpus.readers import Document, default_corpus
-from npmcore.encoder import BATCH_TOKENS, Precision, encode, encoder_fingerprint, fast_forward
+from npmcore.encoder import encode, encoder_fingerprint, fast_forward
+from npmcore.forward import BATCH_TOKENS, Precision
 from npmcore.machine import cpu_description, cpu_flags, cpu_name, measured_rates
 
 log = logging.getLogger(__name__)
