@@ -2,6 +2,7 @@
 same store failing a seeded fraction of its requests (``flaky_s3.py``)."""
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ from npmcore.cluster import local_cluster
 from npmcore.corpus.ingest import IngestConfig, ingest
 from npmcore.index.datastore import build_datastore
 from npmcore.snapshots import open_index
-from npmcore.storage import S3_CLIENT, list_snapshots, local_folder, open_snapshot
+from npmcore.storage import S3_CLIENT, cache_dir, list_snapshots, local_folder, open_snapshot
 
 MOTO_SERVER = Path(sys.executable).with_name("moto_server")
 QUERY = (
@@ -139,7 +140,8 @@ def build_on_s3(raw: str, store: str, dask_address: str) -> Snapshots:
 
 def assert_same_as_local(remote: Snapshots, local: Snapshots, store: str, cache: Path, monkeypatch) -> None:
     """The snapshots on S3 are the local store's: the same ids, verified, listed, and the same answers (the S3
-    index copied into ``cache``)."""
+    index copied into ``cache``; the queries in the same precision: this machine's probed rates copied there too,
+    as a probe taken again beside the other tests' load can choose the other one)."""
     fs = S3FileSystem()
     for url, local_url in zip(remote, local, strict=True):
         assert url.startswith(f"{store}/"), url
@@ -151,6 +153,8 @@ def assert_same_as_local(remote: Snapshots, local: Snapshots, store: str, cache:
     assert [u for u, _ in list_snapshots(store, "corpus")] == [remote.corpus]
 
     local_answers = json.loads(cli("query", "--index", local.index, "--json", QUERY))
+    if (rates := cache_dir() / "precision").is_dir():
+        shutil.copytree(rates, cache / "npmcore" / "precision", dirs_exist_ok=True)
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))  # the S3 index is copied into $XDG_CACHE_HOME/npmcore
     answers = json.loads(cli("query", "--index", remote.index, "--json", QUERY))
     assert (cache / "npmcore" / "index" / remote.index.rsplit("/", 1)[1] / "manifest.json").exists()
