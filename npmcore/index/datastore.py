@@ -110,6 +110,7 @@ def plan_datastore(
         raise ValueError(f"batch_tokens must be >= 512, got {batch_tokens}")
     tokenizer, model = cached_encoder(encoder)
     fingerprint = encoder_fingerprint(model)
+    frame = special_frame(tokenizer)
     resolved = resolve_precision(precision, model, tokenizer)
     config = {
         "corpus": manifest.id,
@@ -140,9 +141,9 @@ def plan_datastore(
         precision=resolved,
         dim=model.config.hidden_size,
         pad_id=tokenizer.pad_token_id,
-        frame=special_frame(tokenizer),
+        frame=frame,
         batch_tokens=batch_tokens,
-        tokens=manifest.counts["tokens"] - sum(special_frame(tokenizer)) * manifest.counts["blocks"],
+        tokens=manifest.counts["tokens"] - sum(frame) * manifest.counts["blocks"],
         shards=tuple(sorted(manifest.files.items())),
         reuse=reuse,
     )
@@ -259,8 +260,8 @@ def _reused_vectors(datastore: str, name: str) -> np.ndarray:
 
 def shard_forward(plan: DatastorePlan) -> Forward:
     """The encoder's forward that embeds a shard. On a Dask worker of a machine without a GPU driver whose cache
-    holds the encoder converted to OpenVINO (the planning machine's, which converts it as it probes the precision:
-    a local cluster's workers), that converted encoder on the worker's threads: torch and transformers are not
+    holds the encoder converted to OpenVINO (a local cluster's, once the planner's precision probe or an earlier
+    build converted it), that converted encoder on the worker's threads: torch and transformers are not
     imported, nor the weights loaded. Else the encoder loaded (:func:`~npmcore.encoder.fast_forward`: on the GPU
     where there is one, else converted here), with as many threads as the worker has (not every core)."""
     from distributed import get_worker
@@ -269,9 +270,8 @@ def shard_forward(plan: DatastorePlan) -> Forward:
         threads = get_worker().state.nthreads
     except ValueError:  # not on a worker: this process's threads, its encoder probably loaded already
         threads = None
-    if threads is not None and not has_gpu_driver():
-        if (forward := converted_forward(plan.fingerprint, threads, plan.precision)) is not None:
-            return forward
+    if threads and not has_gpu_driver() and (forward := converted_forward(plan.fingerprint, threads, plan.precision)):
+        return forward
     import torch
 
     from npmcore.encoder import cached_encoder, fast_forward
