@@ -8,11 +8,11 @@ from typing import Literal
 
 import mlflow
 from prefect import flow
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
-from flows.params import ClusterParams, IngestParams, PrecisionSetting, StoreURL, default_store
+from flows.params import ClusterParams, IngestParams, PrecisionSetting, StoreURL, cloze_facts, default_store
 from flows.results import EvalRow
 from npmcore.answer.confidence import CONFIDENCE_FILE
 from npmcore.answer.inference import InferenceConfig, Scoring, ranker_of
@@ -53,7 +53,11 @@ class EvalParams(BaseModel):
         None,
         description="Encoder of the indexes built here (path, cached name or models:/…); empty = the default encoder.",
     )
-    data: str | None = Field(None, description="The jsonl file of the cloze task (other tasks load their own data).")
+    data: str | None = Field(
+        None,
+        description="The jsonl file of the cloze task (other tasks load their own data); empty = the cloze facts of "
+        "the embedded default corpus in the split (bench/data/cloze-{split}.jsonl).",
+    )
     wiki_files: list[int] = Field(
         [1],
         description="enwiki_sample files added to the open-set reference corpora; several values sweep the "
@@ -139,6 +143,12 @@ class EvalParams(BaseModel):
             exclude_query_words=self.exclude_query_words,
             scoring=self.scoring,
         )
+
+    @model_validator(mode="after")
+    def _cloze_facts(self) -> "EvalParams":
+        if "cloze" in self.tasks and self.data is None:
+            self.data = str(cloze_facts(self.split))
+        return self
 
     @field_validator("lambdas")
     @classmethod

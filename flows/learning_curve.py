@@ -36,7 +36,9 @@ class CurveParams(BaseModel):
     held_out_batches: int = Field(
         20, ge=1, description="Batches of the held-out corpus (seeded, the same at every step)."
     )
-    data: str | None = Field(None, description="The jsonl file of the cloze task (use a dev split).")
+    data: str | None = Field(
+        None, description="The jsonl file of the cloze task; empty = the default corpus's cloze facts of the split."
+    )
     split: str = Field("dev", description="dev (tuning data: sst2, trex, google_re and the cloze file given) or test.")
     corpus: str | None = Field(
         None, description="Evaluate against this corpus snapshot instead of each task's reference corpus."

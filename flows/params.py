@@ -14,7 +14,12 @@ def default_store() -> str:
     return os.environ.get("NPM_STORE", "./npm-store")
 
 
-CLOZE_TEST = Path(__file__).resolve().parents[1] / "bench" / "data" / "cloze-test.jsonl"  # facts of the default corpus
+def cloze_facts(split: Literal["test", "dev"]) -> Path:
+    """The cloze facts of the embedded default corpus in ``split`` (bench/data/cloze-{split}.jsonl)."""
+    return Path(__file__).resolve().parents[1] / "bench" / "data" / f"cloze-{split}.jsonl"
+
+
+CLOZE_TEST = cloze_facts("test")  # the demo's
 
 
 def absolute_store(url: str) -> str:

@@ -9,18 +9,14 @@ dev data are recorded as tags of the candidate's registered version. The train d
 what it trains; ``npmcore promote`` applies the rule to any version (``--force``: always).
 """
 
-from pathlib import Path
-
 from mlflow import MlflowClient
 from prefect import flow
 from pydantic import BaseModel, Field
 
 from flows.evaluate import EvalParams, evaluate
-from flows.params import ClusterParams, StoreURL, default_store
+from flows.params import ClusterParams, StoreURL, cloze_facts, default_store
 from npmcore.tracking import REGISTERED_MODEL, tracking
 from npmcore.tracking_store import tracking_uri
-
-CLOZE_DEV = Path(__file__).resolve().parents[1] / "bench" / "data" / "cloze-dev.jsonl"  # facts of the default corpus
 
 
 class PromoteParams(BaseModel):
@@ -29,7 +25,7 @@ class PromoteParams(BaseModel):
     alias: str = Field("champion", description="The alias to move.")
     force: bool = Field(False, description="Move the alias without evaluating.")
     tasks: list[str] = Field(["trex", "google_re", "cloze"], description="Dev tasks of the comparison.")
-    data: str = Field(str(CLOZE_DEV), description="The cloze task's dev file.")
+    data: str = Field(str(cloze_facts("dev")), description="The cloze task's dev file.")
     corpus: str | None = Field(None, description="Evaluate against this corpus snapshot instead of the tasks' own.")
     limit: int = Field(100, ge=1, description="Dev examples per task.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)

@@ -2,6 +2,7 @@
 and sweeps, MLflow runs, compare and the learning curve."""
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -204,6 +205,22 @@ def test_eval_data_is_the_cloze_file_and_other_tasks_load_their_own(tmp_path):
     assert load_task_examples.fn("cloze", 5, 0, str(path), "test") == load_task(
         "cloze", limit=5, seed=0, path=str(path)
     )
+
+
+def test_cloze_without_a_file_reads_the_default_corpus_facts_of_its_split(tmp_path):
+    """`npmcore eval --task cloze --split dev` and `npmcore learning-curve` (mr and cloze by default) given no
+    --data: the cloze facts of the embedded default corpus in that split, bench/data/cloze-{split}.jsonl."""
+    from flows.evaluate import EvalParams
+    from tasks.evaluate import load_task_examples
+
+    facts = Path(__file__).resolve().parents[1] / "bench" / "data"
+    loaded = {}
+    for split in ("dev", "test"):
+        params = EvalParams(tasks=["mr", "cloze"], split=split, store=str(tmp_path))
+        loaded[split] = load_task_examples.fn("cloze", None, 0, params.data, split)
+        assert loaded[split] == load_task("cloze", path=str(facts / f"cloze-{split}.jsonl"), split=split)
+    assert loaded["dev"].examples and loaded["dev"] != loaded["test"]
+    assert EvalParams(tasks=["mr"], store=str(tmp_path)).data is None  # other tasks load their own
 
 
 @pytest.mark.slow

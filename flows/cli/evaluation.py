@@ -51,7 +51,13 @@ def eval_command(
         str | None, typer.Option(help="Encoder of the indexes built here (path, cached name or models:/…).")
     ] = None,
     store: Store = "npm-store",
-    data: Annotated[str | None, typer.Option(help="The jsonl file of a cloze task.")] = None,
+    data: Annotated[
+        str | None,
+        typer.Option(
+            help="The jsonl file of a cloze task; default: the default corpus's cloze facts of --split "
+            "(bench/data/cloze-dev.jsonl, cloze-test.jsonl)."
+        ),
+    ] = None,
     limit: Annotated[
         int | None,
         typer.Option(min=1, help="Seeded sample of at most this many examples (default 3000; quick suite 100)."),
@@ -61,7 +67,7 @@ def eval_command(
         str,
         typer.Option(
             help="test, or dev (tuning data: a fixed fifth of trex, google_re, nq, triviaqa and wikitext2; the dev "
-            "files of sst2, kamel, entity_translation and temporal; cloze: its --data file)."
+            "files of sst2, kamel, entity_translation and temporal; cloze: its --data file, else its own dev facts)."
         ),
     ] = "test",
     system: Annotated[

@@ -262,7 +262,10 @@ def learning_curve_command(
     task: Annotated[
         list[str] | None, typer.Option(help="Task evaluated at every checkpoint (repeatable; default mr and cloze).")
     ] = None,
-    data: Annotated[str | None, typer.Option(help="The jsonl file of the cloze task (use a dev split).")] = None,
+    data: Annotated[
+        str | None,
+        typer.Option(help="The jsonl file of the cloze task; default: the default corpus's cloze facts of --split."),
+    ] = None,
     split: Annotated[str, typer.Option(help="dev (tuning data; the default) or test.")] = "dev",
     limit: Annotated[int, typer.Option(min=1, help="Examples per task.")] = 100,
     held_out: Annotated[
