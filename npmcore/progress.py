@@ -29,12 +29,14 @@ LOG_EVERY_SHARE = 0.1  # and whenever another tenth of its total is done
 class ProgressLog:
     """Progress as log lines (done of total, rate, time left), from the caller's thread at every
     :data:`LOG_EVERY_SHARE` of ``total`` and from a timer thread when :data:`LOG_EVERY_S` passed
-    without one. The timer runs in a copy of the caller's context, so that its lines land in the
+    without one, and at the stage's end when its last line is not the final count (a last shard
+    that crossed no tenth). The timer runs in a copy of the caller's context, so that its lines land in the
     same Prefect task run's log."""
 
     def __init__(self, description: str, total: int | None, unit: str, every_s: float = LOG_EVERY_S):
         self.description, self.total, self.unit, self.every_s = description, total, unit, every_s
         self.done, self.detail = 0, ""
+        self.stale = False  # advanced since the last line
         self.started = self.logged = time.monotonic()
         self.next_share = LOG_EVERY_SHARE
         self._lock, self._stop = threading.Lock(), threading.Event()
@@ -44,15 +46,18 @@ class ProgressLog:
         self._timer.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, error: type[BaseException] | None, *exc: object) -> None:
         self._stop.set()
         self._timer.join()
+        if error is None and self.stale:
+            self._log()
 
     def advance(self, n: int, detail: str = "") -> None:
         """``n`` more units done; ``detail``: shown after the counts (the latest loss, say)."""
         with self._lock:
             self.done += n
             self.detail = detail
+            self.stale = True
             if self.total and self.done >= self.next_share * self.total:
                 self._log()
                 while self.next_share * self.total <= self.done:
@@ -73,6 +78,7 @@ class ProgressLog:
     def _log(self) -> None:
         log.info("%s", self.line())
         self.logged = time.monotonic()
+        self.stale = False
 
     def _beat(self) -> None:
         while not self._stop.wait(max(0.0, self.logged + self.every_s - time.monotonic())):

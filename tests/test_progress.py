@@ -27,6 +27,19 @@ def test_a_line_at_every_tenth_done_and_when_the_timer_passes_without_one(caplog
     assert len(lines) == 3
 
 
+def test_the_last_line_is_the_final_count_though_the_last_advance_crossed_no_tenth(caplog):
+    """The demo's ingest: its 100% line came with 5 of its 6 shards, the last (a shard standing for none of the
+    inputs' bytes) finishing after it; the stage's end logs the final counts, and only when they are not logged."""
+    caplog.set_level(logging.INFO, logger="npmcore.progress")
+    with ProgressLog("ingesting", 100, "bytes", every_s=60) as logged:
+        logged.advance(100, "shards 5 docs 392")
+        logged.advance(0, "shards 6 docs 398")
+    with ProgressLog("ingesting", 100, "bytes", every_s=60) as logged:
+        logged.advance(100, "shards 6 docs 398")
+    details = [r.getMessage().rsplit("; ", 1)[1] for r in caplog.records]
+    assert details == ["shards 5 docs 392", "shards 6 docs 398", "shards 6 docs 398"]
+
+
 def test_without_a_total_lines_count_what_is_done_with_its_detail(caplog):
     caplog.set_level(logging.INFO, logger="npmcore.progress")
     with ProgressLog("ingesting", None, "shards", every_s=0.2) as logged:
