@@ -14,7 +14,7 @@ from prefect import flow
 from pydantic import BaseModel, Field
 
 from flows.evaluate import EvalParams, evaluate
-from flows.params import ClusterParams, StoreURL, cloze_facts, default_store
+from flows.params import ClusterParams, StoreURL, default_store
 from npmcore.tracking import REGISTERED_MODEL, tracking
 from npmcore.tracking_store import tracking_uri
 
@@ -25,7 +25,9 @@ class PromoteParams(BaseModel):
     alias: str = Field("champion", description="The alias to move.")
     force: bool = Field(False, description="Move the alias without evaluating.")
     tasks: list[str] = Field(["trex", "google_re", "cloze"], description="Dev tasks of the comparison.")
-    data: str = Field(str(cloze_facts("dev")), description="The cloze task's dev file.")
+    data: str | None = Field(
+        None, description="The cloze task's dev file; empty = the default corpus's cloze dev facts."
+    )
     corpus: str | None = Field(None, description="Evaluate against this corpus snapshot instead of the tasks' own.")
     limit: int = Field(100, ge=1, description="Dev examples per task.")
     cluster: ClusterParams = Field(default_factory=ClusterParams)
