@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from cpu import pretend_flags, pretended_cpu, test_cpu_flags
 
 from npmcore.runtime import configure_environment
 
@@ -27,6 +28,13 @@ def prefect_logging() -> None:
     from prefect.logging.configuration import setup_logging
 
     setup_logging()
+
+
+@pytest.fixture(autouse=True)
+def test_cpu(monkeypatch) -> None:
+    """``NPM_TEST_CPU=avx2``: every test runs as on an AVX2-only CPU (tests/cpu.py)."""
+    if pretended_cpu():
+        pretend_flags(monkeypatch, test_cpu_flags())
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -7,12 +7,12 @@ import shutil
 import numpy as np
 import pytest
 from conftest import kill_once
+from cpu import AMX, AVX2, pretend_flags
 from reference import corpus_blocks
 
 from npmcore.answer.inference import NPM, InferenceConfig
 from npmcore.corpus.ingest import IngestConfig, ingest
 from npmcore.encoder import encode, load_encoder
-from npmcore.index import precision
 from npmcore.index.datastore import build_datastore, plan_datastore
 from npmcore.index.indexer import IndexConfig, build_index
 from npmcore.snapshots import DatastoreRows, iter_shards, open_datastore, open_index
@@ -106,6 +106,7 @@ def test_a_shard_without_blocks_is_embedded_and_indexed(tmp_path):
     assert answers and {e.block for a in answers for e in a.evidence} <= {0, 1}
 
 
+@pytest.mark.cpu
 def test_the_precision_is_in_the_datastores_id_and_lineage_and_reuse_never_mixes_two(tmp_path, monkeypatch):
     path = tmp_path / "docs.jsonl"
     path.write_text(json.dumps({"id": "a", "title": "Athens", "text": "Athens is the capital of Greece."}) + "\n")
@@ -114,9 +115,9 @@ def test_the_precision_is_in_the_datastores_id_and_lineage_and_reuse_never_mixes
     datastore = build_datastore(corpus, store, precision="f32")
     assert open_datastore(datastore).precision == "f32"
     assert open_index(build_index(datastore, IndexConfig(factory="Flat"))).precision == "f32"
-    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2"}))  # no bf16 units: auto is f32
+    pretend_flags(monkeypatch, AVX2)  # no bf16 units: auto is f32
     assert plan_datastore(corpus, store, precision="auto").id == datastore.rsplit("/", 1)[1]  # resolved first
-    monkeypatch.setattr(precision, "cpu_flags", lambda: frozenset({"avx2", "amx_tile", "amx_bf16"}))
+    pretend_flags(monkeypatch, AMX)
     bf16 = plan_datastore(corpus, store, precision="bf16")
     assert bf16.precision == "bf16" and bf16.id != datastore.rsplit("/", 1)[1]
     with pytest.raises(ValueError, match=f"datastore {datastore} was embedded in f32, not bf16"):

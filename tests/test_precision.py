@@ -1,11 +1,13 @@
 """The encoder's precision per machine: auto's rule from the CPU's flags and the probe's rates (checked
-without bf16 hardware: flags and probe are replaced), the probe cached per machine and encoder, bf16
-refused where OpenVINO would compute f32, and bf16 vectors against f32's where the CPU has the units."""
+without bf16 hardware: the flags, the probe and its compiles are pretended), the probe cached per machine and
+encoder, bf16 refused where OpenVINO would compute f32, and bf16 vectors against f32's where the CPU has the units
+(the CPU the tests run as: ``NPM_TEST_CPU``, tests/cpu.py)."""
 
 import json
 
 import numpy as np
 import pytest
+from cpu import AMX, AVX2, pretend_flags, test_cpu_flags
 
 from npmcore.encoder import EncoderError, _openvino_model, encode, encoder_fingerprint, fast_forward, load_encoder
 from npmcore.index import precision
@@ -13,7 +15,6 @@ from npmcore.index.precision import (
     PROBE_BLOCK_TOKENS,
     PROBE_BLOCKS,
     choose_precision,
-    cpu_flags,
     cpu_name,
     forward_rates,
     has_bf16_units,
@@ -21,9 +22,8 @@ from npmcore.index.precision import (
     resolve_precision,
 )
 
-AMX = frozenset({"avx2", "avx512f", "amx_tile", "amx_bf16"})  # a CPU with bf16 matrix units
-AVX2 = frozenset({"avx2", "fma"})  # one without (this project's machine)
-UNITS = has_bf16_units(cpu_flags())
+pytestmark = pytest.mark.cpu
+UNITS = has_bf16_units(test_cpu_flags())
 NO_UNITS = f"this CPU ({cpu_name()}) has neither AMX nor AVX512_BF16: OpenVINO computes a bf16 hint in f32"
 
 
@@ -35,13 +35,16 @@ def cache(tmp_path, monkeypatch):
 
 @pytest.fixture
 def probed(monkeypatch) -> tuple[list[str], dict[str, float]]:
-    """The probe replaced: it answers the rates put in the dict, and lists the precisions it was asked for."""
-    calls, rates = [], {}
+    """The probe replaced, its compiles too (a pretended CPU with bf16 units compiles nothing real: the host may
+    have none): it answers the rates put in the dict, and lists the precisions it was asked for."""
+    calls, rates, compiled = [], {}, []
 
     def probe(model, tokenizer, asked):
+        assert asked in compiled, f"{asked} probed before it was compiled"
         calls.append(asked)
         return rates[asked]
 
+    monkeypatch.setattr(precision, "fast_forward", lambda model, asked, threads: compiled.append(asked))
     monkeypatch.setattr(precision, "probe", probe)
     return calls, rates
 
@@ -57,7 +60,7 @@ def test_auto_takes_bf16_only_with_the_units_and_a_faster_probe():
 def test_auto_resolves_by_the_flags_and_the_probe(roberta_dir, cache, probed, monkeypatch):
     tokenizer, model = load_encoder(roberta_dir)
     calls, rates = probed
-    monkeypatch.setattr(precision, "cpu_flags", lambda: AVX2)
+    pretend_flags(monkeypatch, AVX2)
     assert resolve_precision("auto", model, tokenizer) == "f32"
     assert calls == []  # no units: nothing to probe
     assert resolve_precision("f32", model, tokenizer) == "f32"
@@ -65,12 +68,12 @@ def test_auto_resolves_by_the_flags_and_the_probe(roberta_dir, cache, probed, mo
         resolve_precision("bf16", model, tokenizer)
     with pytest.raises(ValueError, match="precision must be one of auto, f32, bf16, got 'fp16'"):
         resolve_precision("fp16", model, tokenizer)
-    monkeypatch.setattr(precision, "cpu_flags", lambda: AMX)
+    pretend_flags(monkeypatch, AMX)
     rates.update(f32=1000.0, bf16=2500.0)
     assert resolve_precision("auto", model, tokenizer) == "bf16"
     assert calls == ["f32", "bf16"]
     assert (resolve_precision("bf16", model, tokenizer), resolve_precision("f32", model, tokenizer)) == ("bf16", "f32")
-    monkeypatch.setattr(precision, "cpu_flags", lambda: AMX | {"amx_int8"})  # another machine: probed for itself
+    pretend_flags(monkeypatch, AMX | {"amx_int8"})  # another machine: probed for itself
     rates.update(bf16=900.0)
     assert resolve_precision("auto", model, tokenizer) == "f32"
     assert calls == ["f32", "bf16", "f32", "bf16"]
@@ -79,7 +82,7 @@ def test_auto_resolves_by_the_flags_and_the_probe(roberta_dir, cache, probed, mo
 def test_the_probe_is_cached_per_machine_and_encoder(roberta_dir, cache, probed, monkeypatch):
     tokenizer, model = load_encoder(roberta_dir)
     calls, rates = probed
-    monkeypatch.setattr(precision, "cpu_flags", lambda: AMX)
+    pretend_flags(monkeypatch, AMX)
     rates.update(f32=1000.0, bf16=2500.0)
     assert forward_rates(model, tokenizer) == {"f32": 1000.0, "bf16": 2500.0}
     rates.update(f32=1.0, bf16=1.0)
