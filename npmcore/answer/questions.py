@@ -1,0 +1,231 @@
+"""A question read: its words tagged with their part of speech (TextBlob's tagger: Pattern's Brill lexicon and context
+rules, inside its wheel; a few tags the rules know better), its wh-phrase ("which river", "how many moons", "in which
+year") and the kind of answer it asks for (a place, a time, a number: :func:`fits`), its verbs inflected with
+lemminflect's tables (inside its wheel too). What :mod:`npmcore.answer.statements` rewrites a question with;
+nothing is downloaded.
+"""
+
+import functools
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+MASK = "[MASK]"
+WH_WORDS = frozenset({"who", "whom", "whose", "what", "which", "when", "where", "how", "why"})
+BE = frozenset({"is", "are", "was", "were", "am", "'s", "’s", "'re"})
+DO = {"do": "VBP", "does": "VBZ", "did": "VBD"}  # and the tag of the verb it stands before, as the statement says it
+HAVE = frozenset({"has", "have", "had"})
+MODALS = frozenset({"can", "could", "will", "would", "shall", "should", "may", "might", "must"})
+NOUNISH = frozenset({"JJ", "JJR", "JJS", "NN", "NNS", "NNP", "NNPS", "CD", "VBG", "POS", "FW"})
+PHRASE_START = frozenset({"DT", "NNP", "NNPS", "PRP$", "PRP", "CD", "IN", "TO", "JJ", '"'})
+TIME_NOUNS = frozenset({"year", "date", "day", "month", "century", "decade", "time", "era", "age", "period"})
+PLACE_NOUNS = frozenset(
+    {"city", "country", "town", "state", "place", "county", "province", "region", "continent", "island", "village"}
+)
+Expect = Literal["place", "time", "number"]  # the kinds of answer a wh-phrase may ask for (fits)
+MONTHS = frozenset("january february march april may june july august september october november december".split())
+NUMBER_WORDS = frozenset(
+    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
+    "eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion dozen "
+    "half once twice".split()
+)
+TOKEN = re.compile(
+    r"(?i)\w+?(?=n['’]t\b)|n['’]t\b|['’](?:s|re|m|ve|ll|d)\b|\w+(?:[-.'’](?!(?:s|re|m|ve|ll|d)\b)\w+)*|[^\w\s]"
+)
+
+
+@dataclass(frozen=True)
+class Token:
+    text: str
+    tag: str  # Penn Treebank
+    start: int  # character offsets in the question
+    end: int
+
+    @property
+    def lower(self) -> str:
+        return self.text.lower()
+
+
+@dataclass(frozen=True)
+class WhPhrase:
+    kind: str  # who (who, whom, what, which: a thing or a person), whose, where, when, how-many, how-much, how-adj
+    end: int  # the token after it
+    noun: tuple[Token, ...] = ()  # "which [river]", "how many [moons]", "whose [painting]", "which [planet's orbit]"
+    preposition: Token | None = None  # fronted: "[In] which year", "[To] whom"
+
+    @property
+    def expects(self) -> Expect | None:
+        """The kind of answer it asks for: a place ("where", "which city"), a time ("when", "what year"), a number
+        ("how many", "how old"); None where it does not say."""
+        head = self.noun[-1].lower if self.noun else ""
+        if self.kind == "where" or head in PLACE_NOUNS:
+            return "place"
+        if self.kind == "when" or head in TIME_NOUNS:
+            return "time"
+        return "number" if self.kind in ("how-many", "how-adj") else None
+
+    def gap(self, text: str) -> str:
+        """What takes the phrase's place: the mask, or "[MASK]'s painting" for a possessive one."""
+        if self.kind == "whose":
+            return f"{MASK}'s {span(text, self.noun)}"
+        owner = next((k for k, t in enumerate(self.noun) if t.tag == "POS"), None)  # "which planet's orbit"
+        return MASK if owner is None else f"{MASK}{span(text, self.noun[owner:])}"
+
+
+def fits(answer: str, expects: Expect | None) -> bool:
+    """Whether ``answer`` is of the kind ``expects``: a place has no digit, a time a digit or a month, a number a
+    digit or a number's word ("two", "dozen"); any answer fits None."""
+    words = set(re.findall(r"[a-z]+", answer.lower()))
+    digit = any(c.isdigit() for c in answer)
+    if expects == "place":
+        return not digit
+    if expects == "time":
+        return digit or bool(words & MONTHS)
+    if expects == "number":
+        return digit or bool(words & NUMBER_WORDS)
+    return True
+
+
+def tag(text: str) -> list[Token]:
+    """``text``'s tokens, tagged (contractions apart: "what's" -> what 's; "didn't" -> did n't)."""
+    found = list(TOKEN.finditer(text))
+    if not found:
+        return []
+    tags = _tagger()([m.group() for m in found])
+    tokens = [Token(m.group(), t, m.start(), m.end()) for m, (_, t) in zip(found, tags, strict=True)]
+    return [_retagged(tokens, i) for i in range(len(tokens))]
+
+
+def _retagged(tokens: list[Token], i: int) -> Token:
+    """The tagger's tag, where the rules know better: a contraction's verb ("what's"), quotes, numbers, the verb
+    after "who"."""
+    t = tokens[i]
+    retag = None
+    if t.lower in ("'s", "’s") and i > 0 and tokens[i - 1].lower in WH_WORDS:
+        retag = "VBZ"
+    elif t.text in "“”„«»":
+        retag = '"'
+    elif t.text.isdigit():
+        retag = "CD"
+    elif i > 0 and tokens[i - 1].lower == "who" and t.tag in ("NN", "NNS", "JJ") and verb_lemmas(t.lower):
+        retag = "VBD"  # "Who [shot] X?"
+    return t if retag is None else Token(t.text, retag, t.start, t.end)
+
+
+@functools.cache
+def _tagger():
+    """Pattern's tagger of TextBlob, on tokens (imported on a first question: a second of importing NLTK)."""
+    from textblob.en import parser
+
+    return parser.find_tags
+
+
+def span(text: str, tokens: Sequence[Token]) -> str:
+    return text[tokens[0].start : tokens[-1].end] if tokens else ""
+
+
+def wh_phrase(tokens: list[Token], at: int, preposition: Token | None) -> WhPhrase | None:
+    """The wh-phrase starting at token ``at``, None where the rules do not answer it (why, how did)."""
+    word = tokens[at].lower
+    nxt = tokens[at + 1] if at + 1 < len(tokens) else None
+    if word in ("who", "what") and nxt is not None and nxt.lower == "or" and at + 2 < len(tokens):
+        if tokens[at + 2].lower in ("who", "what"):  # "Who or what replaced X?"
+            return WhPhrase("who", at + 3, preposition=preposition)
+    if word in ("who", "whom"):
+        return WhPhrase("who", at + 1, preposition=preposition)
+    if word in ("when", "where"):
+        return WhPhrase(word, at + 1, preposition=preposition)
+    if word == "how" and nxt is not None:
+        if nxt.lower in ("many", "much"):
+            noun = at + 2 < len(tokens) and not auxiliary(tokens[at + 2]) and tokens[at + 2].tag != "IN"
+            end = _wh_noun_end(tokens, at + 2, noun)  # "how many [matches]" (a noun, however tagged)
+            kind = "how-many" if end > at + 2 or nxt.lower == "many" else "how-much"
+            return WhPhrase(kind, end, tuple(tokens[at + 2 : end]), preposition)
+        if nxt.tag in ("JJ", "RB", "JJR"):
+            return WhPhrase("how-adj", at + 2, (nxt,), preposition)
+        return None
+    if word in ("what", "which", "whose"):
+        start = at + 2 if word == "which" and nxt is not None and nxt.lower == "of" else at + 1  # "which of the"
+        end = _wh_noun_end(tokens, start)
+        noun = tuple(t for t in tokens[at + 1 : end] if t.tag != "DT")
+        if word == "whose" and not noun:
+            return None
+        return WhPhrase("whose" if word == "whose" else "who", end, noun, preposition)
+    return None
+
+
+def noun_end(tokens: Sequence[Token], i: int) -> int:
+    """The end of the noun phrase's words from token ``i`` (determiners, adjectives, nouns, numbers, possessives)."""
+    while i < len(tokens) and (tokens[i].lower not in BE or tokens[i].tag == "POS"):
+        modifier = (  # "protected area", not "work [made] paleontology"
+            tokens[i].tag in ("VBN", "VBG")
+            and i + 1 < len(tokens)
+            and tokens[i + 1].tag in ("NN", "NNS")
+            and tokens[i - 1].tag not in ("NN", "NNS", "NNP", "NNPS")
+        )
+        if not (tokens[i].tag in NOUNISH or tokens[i].tag in ("DT", '"') or modifier):  # "protected area", a title
+            break
+        i += 1
+    return i
+
+
+def _wh_noun_end(tokens: list[Token], i: int, forced: int = 0) -> int:
+    """The end of a wh-phrase's noun phrase from token ``i``: its words (the first ``forced`` whatever their tags),
+    joined by "of", "and" or "or", and a phrase of a preposition that a verb follows ("how many floors above the
+    ground has X"); a verb the tagger took for a plural noun is given back ("What river flows into X?")."""
+    end = noun_end(tokens, i + forced)
+    while i < end < len(tokens):
+        joint = tokens[end]
+        noun = end + 1 < len(tokens) and joint.lower == "of" and not auxiliary(tokens[end + 1])
+        after = noun_end(tokens, end + 1 + noun)  # "what kind of [lock]", however tagged
+        joins = joint.lower in ("of", "and", "or") or (
+            joint.tag == "IN" and after < len(tokens) and verbal(tokens[after])
+        )
+        if not joins or after == end + 1:
+            break
+        end = after
+    for k in range(i + max(1, forced), end):  # "river [flows] into", "database [indexes] X": a new phrase follows it
+        if verb_tagged_noun(tokens[k]) and (k + 1 == len(tokens) or tokens[k + 1].tag in PHRASE_START):
+            return k
+    return end
+
+
+def auxiliary(t: Token) -> bool:
+    return t.lower in BE or t.lower in DO or t.lower in HAVE or t.lower in MODALS
+
+
+def verbal(t: Token) -> bool:
+    return t.tag.startswith("VB") or t.tag == "MD" or auxiliary(t)
+
+
+def verb_tagged_noun(t: Token) -> bool:
+    """A present verb tagged as a plural noun ("flows", "indexes")."""
+    return t.tag == "NNS" and t.lower.endswith("s") and bool(verb_lemmas(t.lower))
+
+
+@functools.cache
+def verb_lemmas(word: str) -> tuple[str, ...]:
+    """The lemmas ``word`` is a form of, as a verb (lemminflect's tables); () when it is no verb's."""
+    from lemminflect import getAllLemmas
+
+    return getAllLemmas(word, upos="VERB").get("VERB", ())
+
+
+@functools.cache
+def verb_lemma(word: str) -> str:
+    from lemminflect import getLemma
+
+    found = getLemma(word.lower(), upos="VERB")
+    return found[0] if found else word.lower()
+
+
+@functools.cache
+def inflected(lemma: str, tag: str) -> str:
+    """``lemma`` in Penn ``tag`` (VBD sang, VBZ has, VBN written, VBP the lemma)."""
+    from lemminflect import getInflection
+
+    if tag == "VBP":
+        return lemma
+    found = getInflection(lemma, tag=tag)
+    return found[0] if found else lemma
