@@ -14,6 +14,7 @@ from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, PrecisionSetting, StoreURL, cloze_facts, default_store
 from flows.results import EvalRow
+from npmcore.answer.asking import Form
 from npmcore.answer.confidence import CONFIDENCE_FILE
 from npmcore.answer.inference import InferenceConfig, Scoring, ranker_of
 from npmcore.answer.knnlm import MASKED_SYSTEMS, MaskedSystem
@@ -22,7 +23,7 @@ from npmcore.encoder import default_encoder_path, local_model_dir
 from npmcore.evaluation.baselines import BASELINES
 from npmcore.evaluation.references import write_reference_corpus
 from npmcore.evaluation.run import System
-from npmcore.evaluation.tasks import DEFAULT_DATA_DIR, Task
+from npmcore.evaluation.tasks import ASKED_TASKS, DEFAULT_DATA_DIR, Task
 from npmcore.index.indexer import IndexConfig, build_index
 from npmcore.plots import line_plot
 from npmcore.snapshots import open_index
@@ -70,6 +71,12 @@ class EvalParams(BaseModel):
         description="test, or dev: the tuning data of sst2, kamel, entity_translation and temporal (their dev "
         "files), trex and google_re (a fixed fifth of the facts), nq and triviaqa (a fixed fifth of the questions), "
         "wikitext2 (a fixed fifth of the articles); the cloze task's split is its data file.",
+    )
+    ask: Form | None = Field(
+        None,
+        description="How the questions of kamel, nq, triviaqa and a cloze file are asked: statements (as the query "
+        "service asks them: a question's statements, KAMEL's relations stated) or paper (the paper's question form); "
+        "empty = each task's own: the paper's for kamel, nq and triviaqa, the service's for a cloze file.",
     )
     systems: list[System | MaskedSystem] = Field(
         ["npm"],
@@ -281,7 +288,8 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
             update={"cluster": ClusterParams(dask_address=address)}
         )  # one cluster for every stage
         for name in params.tasks:
-            evaluated = load_task_examples(name, params.limit, params.seed, params.data, params.split)
+            form = params.ask if name in ASKED_TASKS else None
+            evaluated = load_task_examples(name, params.limit, params.seed, params.data, params.split, form)
             indexes = task_indexes(evaluated, params)
             exact = indexes[-1] if params.exact and npm_systems(params) else None
             rows = []

@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields, replace
 import mlflow
 from prefect import task
 
+from npmcore.answer.asking import Form
 from npmcore.answer.inference import NPM, InferenceConfig
 from npmcore.answer.knnlm import KNN_BACKOFF, MaskedLMHead, MaskedSystem, searchers
 from npmcore.answer.ranking import Ranker
@@ -53,9 +54,11 @@ class MaskedSweep:
 
 
 @task(name="load-task", timeout_seconds=HOUR)
-def load_task_examples(name: str, limit: int | None, seed: int, data: str | None, split: Split) -> Task:
-    """The task's (sampled) examples; ``data`` is the cloze task's file."""
-    return load_task(name, limit=limit, seed=seed, path=data if name == "cloze" else None, split=split)
+def load_task_examples(
+    name: str, limit: int | None, seed: int, data: str | None, split: Split, form: Form | None = None
+) -> Task:
+    """The task's (sampled) examples; ``data`` is the cloze task's file, ``form`` how its questions are asked."""
+    return load_task(name, limit=limit, seed=seed, path=data if name == "cloze" else None, split=split, form=form)
 
 
 @task(name="evaluate-run", cache_key_fn=inputs_and_version, persist_result=True, timeout_seconds=6 * HOUR)
@@ -97,6 +100,7 @@ def evaluate_run_task(
             "restrict": system != "npm-no-bm25", "calibrate": settings.calibrate and evaluated.domain is not None,
             "content_words": config.content_words, "exclude_query_words": config.exclude_query_words,
             "scoring": config.scoring, **({"label": settings.label} if settings.label else {}),
+            **({"ask": evaluated.form} if evaluated.form else {}),
         })  # fmt: skip
         if evaluated.kind == "open" and system != "npm-single" and config.scoring == "evidence":
             ranker = json.loads(npm.ranker.to_json())

@@ -26,6 +26,35 @@ def flat(news_store) -> NPM:
     return NPM(news_store.index)
 
 
+def test_a_cloze_files_questions_are_asked_as_the_query_service_asks_them(flat, tmp_path, prefect_server):
+    """A line without [MASK] that reads as a question is evaluated as the service answers it (its statements and the
+    paper's question, NPM.answer), or in the paper's form with --ask paper; a line that is neither is skipped."""
+    from npmcore.answer.asking import ask, question_query
+
+    question = "Where did Australian firefighters battle bushfires?"
+    ((_, answers),) = flat.answer([ask(question)], InferenceConfig())
+    path = tmp_path / "typed.jsonl"
+    lines = [{"query": question, "answers": [answers[0].text]}, {"query": QUERIES[0], "answers": ["x"]}]
+    lines.append({"query": "Firefighters battled bushfires.", "answers": ["x"]})  # neither: skipped
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    store = tmp_path / "store"
+    for form, asked in (("statements", ask(question).queries[0]), ("paper", question_query(question))):
+        args = ["eval", "--task", "cloze", "--data", str(path), "--index", flat.url, "--store", str(store)]
+        out = runner.invoke(app, [*args, "--ask", form, "--json"])
+        assert out.exit_code == 0, out.output
+        assert json.loads(out.stdout.strip().splitlines()[-1])["n"] == 2
+        client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
+        run = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])[0]
+        assert run.data.params["ask"] == form and run.data.metrics["skipped_mask_count"] == 1
+        records = [
+            json.loads(line)
+            for line in Path(client.download_artifacts(run.info.run_id, "predictions.jsonl", str(tmp_path))).open()
+        ]
+        assert records[0]["query"] == asked
+        if form == "statements":
+            assert records[0]["correct"] and records[0]["prediction"] == answers[0].text  # the service's answer
+
+
 def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path, prefect_server):
     config = InferenceConfig(restrict=True)
     predicted = [a[0].text for a in flat.predict(QUERIES, config)]

@@ -70,6 +70,15 @@ def eval_command(
             "files of sst2, kamel, entity_translation and temporal; cloze: its --data file, else its own dev facts)."
         ),
     ] = "test",
+    ask_as: Annotated[
+        str | None,
+        typer.Option(
+            "--ask",
+            help="How the questions of kamel, nq, triviaqa and a cloze file are asked: statements (as the query "
+            "service asks them: a question's statements; KAMEL's relations stated) or paper (the paper's question "
+            "form); default: each task's own (the paper's for kamel, nq and triviaqa, the service's for a cloze file).",
+        ),
+    ] = None,
     system: Annotated[
         list[str] | None,
         typer.Option(
@@ -154,6 +163,7 @@ def eval_command(
         limit=limit or (100 if suite else 3000),
         seed=seed,
         split=split,
+        ask=ask_as,
         systems=system or ["npm"],
         exact=exact,
         k=k,

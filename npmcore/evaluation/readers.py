@@ -143,6 +143,23 @@ def kamel_templates(data_dir: Path) -> dict[str, str]:
     return templates
 
 
+KAMEL_STATEMENTS = Path(__file__).parent / "data" / "kamel-statements.csv"
+
+
+def kamel_statements(path: Path = KAMEL_STATEMENTS) -> dict[str, str]:
+    """Relation id -> KAMEL's relation stated, with ``[S]`` for the subject and ``[MASK]`` for the object
+    (``relation,question,statement`` rows: each of KAMEL's questions made a statement by
+    :mod:`npmcore.answer.statements`, then read and corrected by hand)."""
+    statements = {}
+    with open(path, encoding="utf-8", newline="") as f:
+        for line, row in enumerate(csv.DictReader(f), start=2):
+            statement = row.get("statement") or ""
+            if statement.count("[S]") != 1 or statement.count("[MASK]") != 1:
+                raise schema_error(path, line, f"a statement needs one [S] and one [MASK], got {statement!r}")
+            statements[row["relation"]] = statement
+    return statements
+
+
 def kamel_files(data_dir: Path, split: str) -> list[tuple[str, Path]]:
     """``(relation, file)`` of KAMEL's ``split`` ("test" or "dev"), in relation order."""
     files = sorted((data_dir / "kamel").glob(f"P*/{split}.jsonl.bz2"))

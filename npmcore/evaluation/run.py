@@ -14,6 +14,7 @@ from typing import Literal
 
 import numpy as np
 
+from npmcore.answer.asking import Asked
 from npmcore.answer.inference import NPM, InferenceConfig, Mode, label_token_ids
 from npmcore.evaluation.baselines import BASELINES, MaskFiller
 from npmcore.evaluation.metrics import exact_match, in_passages, length_bucket, macro_by_length, repeats_query
@@ -202,13 +203,20 @@ def _closed(
 
 
 def _open(examples, npm: NPM, mode: Mode, config: InferenceConfig) -> list[Record]:
-    queries = [ex.query for ex in examples]
-    answers = npm.predict(queries, config) if mode == "npm" else npm.predict_tokens(queries, config)
+    """Records of NPM's answers: each example asked as it asks (a question's statements: NPM.answer); NPM single
+    answers the first query alone."""
+    if mode == "npm":
+        asked = [ex.asked or Asked(ex.query, (ex.query,), "mask") for ex in examples]
+        answers = [found for _, found in npm.answer(asked, config)]
+    else:
+        answers = npm.predict_tokens([ex.query for ex in examples], config)
     records = []
     for ex, found in zip(examples, answers, strict=True):
         top = found[0] if found else None
         evidence = str(top.evidence[0].block) if top and top.evidence else ""
-        searched = in_passages(ex.answers, npm.passages(ex.query, config.passages)) if config.restrict else None
+        queries = ex.queries if mode == "npm" else (ex.query,)
+        passages = [p for q in queries for p in npm.passages(q, config.passages)] if config.restrict else []
+        searched = in_passages(ex.answers, passages) if config.restrict else None
         record = _open_record(ex, top.text if top else "", top.score if top else 0.0, evidence, searched)
         # nothing answered is sure to be wrong, where answers carry a confidence
         nothing = 0.0 if mode == "npm" and config.scoring == "evidence" and npm.calibrator is not None else None

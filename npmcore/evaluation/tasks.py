@@ -1,12 +1,19 @@
 """Zero-shot evaluation tasks: examples with one ``[MASK]``, label words, seeded samples.
 
 Closed-set: ``sst2``, ``mr``, ``cr``, ``rt`` (sentiment), ``subj``, ``agn``, ``rte``.
-Open-set: LAMA ``trex`` and ``google_re`` (gold = ``obj_label``), ``kamel`` (KAMEL's question
-form, gold = every label of every object), ``nq`` and ``triviaqa`` (gold = every alias), ``cloze``
-(any jsonl of ``{"query", "answers", "id"?}``),
+Open-set: LAMA ``trex`` and ``google_re`` (gold = ``obj_label``), ``kamel`` (gold = every label of every
+object), ``nq`` and ``triviaqa`` (gold = every alias), ``cloze`` (any jsonl of ``{"query", "answers", "id"?}``:
+sentences with one ``[MASK]``, or questions),
 ``wikitext2`` (masked-token prediction: a fixed 15% of the words of WikiText-2's test
 articles, each masked alone in a window of its paragraph).
 Templates and label words are in :mod:`npmcore.evaluation.templates`.
+
+How questions are asked (``form``, :data:`npmcore.answer.asking.FORMS`): by default as each task's own data asks
+them, the paper's question form for ``kamel``, ``nq`` and ``triviaqa`` ("… Answer: [MASK].", "… The answer is
+[MASK].") and as the query service asks them for a ``cloze`` file (:func:`npmcore.answer.asking.ask`: a question as
+the statements it stands for); ``form="statements"`` asks KAMEL's facts with its relation stated
+(:func:`npmcore.evaluation.readers.kamel_statements`) and NQ's and TriviaQA's questions as their statements,
+``form="paper"`` a cloze file's questions in the paper's form.
 """
 
 import ast
@@ -21,10 +28,12 @@ from typing import Literal
 
 import numpy as np
 
-from npmcore.answer.asking import question_query
+from npmcore.answer.asking import Asked, Form, ask, question_query, reads_as_question
+from npmcore.answer.statements import state
 from npmcore.evaluation.readers import (
     GOOGLE_RE_TEMPLATES,
     kamel_files,
+    kamel_statements,
     kamel_templates,
     lama_facts,
     lama_templates,
@@ -57,6 +66,7 @@ QUESTION_TASKS = ("nq", "triviaqa")
 DRAWN_TASKS = ("entity_translation", "temporal")
 DRAWN_DATA_DIR = Path(__file__).resolve().parents[2] / "bench" / "data"
 TASKS = (*CLOSED_TASKS, *LAMA_TASKS, "kamel", *QUESTION_TASKS, *DRAWN_TASKS, "cloze", "wikitext2")
+ASKED_TASKS = ("kamel", *QUESTION_TASKS, "cloze")  # tasks whose questions may be asked as statements or as the paper
 Split = Literal["test", "dev"]
 # Tuning data never evaluated as test: SST-2's own dev file, and for LAMA the facts whose uuid
 # hashes into one fifth of the space (a fixed split, the same for every seed and limit).
@@ -92,6 +102,13 @@ class Example:
     text: str = ""
     group: str = ""  # the subset it is scored in as well (entity translation: its language; temporal: its kind)
     stale: tuple[str, ...] = ()  # answers that were right once and are wrong now (temporal: the older dump's)
+    # a question asked as its statements (npmcore.answer.asking.ask; ``query`` the first), answered by NPM.answer;
+    # None: ``query`` alone
+    asked: Asked | None = None
+
+    @property
+    def queries(self) -> tuple[str, ...]:
+        return (self.query,) if self.asked is None else self.asked.queries
 
 
 @dataclass(frozen=True)
@@ -111,6 +128,7 @@ class Task:
     # the examples' (domain-conditional PMI); None for open-set tasks.
     domain: str | None = None
     split: Split = "test"  # the examples' split: "dev" data tunes, "test" data reports
+    form: Form | None = None  # how its questions were asked (load_task); None: a task without questions
 
 
 def _example(
@@ -121,13 +139,14 @@ def _example(
     text: str,
     group: str = "",
     stale: tuple[str, ...] = (),
+    asked: Asked | None = None,
 ) -> Example | str:
     """The example, or the reason it is skipped."""
     if query.count(MASK) != 1:
         return "mask_count"
     if not text.strip():
         return "empty_text"
-    return Example(query=query, answers=answers, label=label, id=id, text=text, group=group, stale=stale)
+    return Example(query, answers, label, id, text, group, stale, asked)
 
 
 def _closed_rows(spec: ClosedSpec, path: Path) -> Iterator[tuple[int, dict]]:
@@ -176,11 +195,15 @@ def _lama_examples(name: str, data_dir: Path, split: Split) -> Iterator[Example 
         yield _example(query, (answer,), None, uuid, query.replace(MASK, answer, 1))
 
 
-def _kamel_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
-    """KAMEL's facts of ``split`` as the paper asks them ("What is followed by So-Lo? Answer: [MASK]."):
-    every label of every object is a gold answer (test files: each object's chosen, rdf and alternative
-    labels; dev files: a list of labels)."""
+def _kamel_examples(data_dir: Path, split: Split, form: Form) -> Iterator[Example | str]:
+    """KAMEL's facts of ``split`` as the paper asks them ("What is followed by So-Lo? Answer: [MASK].") or, ``form``
+    "statements", as the query service asks a question: their relation stated ("[MASK] is followed by So-Lo."), then
+    the paper's question, answers of the kind the question asks for (:func:`npmcore.answer.statements.state`).
+    Every label of every object is a gold answer (test files: each object's chosen, rdf and alternative labels; dev
+    files: a list of labels)."""
     templates = kamel_templates(data_dir)
+    stated = kamel_statements() if form == "statements" else {}
+    expects = {r: state(question.replace("[S]", "X")).expects for r, question in templates.items() if stated}
     for relation, path in kamel_files(data_dir, split):
         if relation not in templates:
             raise schema_error(path, 1, f"relation {relation!r} has no question in kamel/question-templates.csv")
@@ -201,8 +224,11 @@ def _kamel_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
             if not subject or not answers:
                 yield "empty_text"
                 continue
-            query = kamel_query(templates[relation], subject)
-            yield _example(query, answers, None, f"kamel-{relation}-{split}-{line}", query.replace(MASK, answers[0]))
+            paper = kamel_query(templates[relation], subject)
+            query = stated[relation].replace("[S]", subject) if stated else paper
+            asked = Asked(paper, (query, paper), "statements", expects[relation]) if stated else None
+            id = f"kamel-{relation}-{split}-{line}"
+            yield _example(query, answers, None, id, query.replace(MASK, answers[0]), asked=asked)
 
 
 def _entity_translation_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
@@ -237,23 +263,28 @@ def question_split(question: str) -> Split:
     return "dev" if _hash_fraction(" ".join(question.split())) < 0.2 else "test"
 
 
-def _question_example(question: str, answers: tuple[str, ...], id: str) -> Example | str:
+def _question_example(question: str, answers: tuple[str, ...], id: str, form: Form) -> Example | str:
+    """A question's example, asked as :func:`npmcore.answer.asking.ask` asks it in ``form`` (NQ's phrases, "cast of
+    die hard", in the paper's form)."""
     question = " ".join(question.split())
     if not any(a.strip() for a in answers):
         return "no_answers"
-    return _example(question_query(question), answers, None, id, question)
+    if not reads_as_question(question):
+        return _example(question_query(question), answers, None, id, question)
+    asked = ask(question, form)
+    return _example(asked.queries[0], answers, None, id, question, asked=asked if asked.how == "statements" else None)
 
 
-def _nq_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
+def _nq_examples(data_dir: Path, split: Split, form: Form) -> Iterator[Example | str]:
     path = data_dir / "nq" / "NQ-open.dev.jsonl"
     for line, row in read_jsonl(path, ("question", "answer")):
         if question_split(string_field(path, line, row, "question")) != split:
             continue
         answers = string_list(path, line, row["answer"], "answer")
-        yield _question_example(string_field(path, line, row, "question"), answers, f"nq-{line}")
+        yield _question_example(string_field(path, line, row, "question"), answers, f"nq-{line}", form)
 
 
-def _triviaqa_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
+def _triviaqa_examples(data_dir: Path, split: Split, form: Form) -> Iterator[Example | str]:
     path = data_dir / "triviaqa" / "dpr_trivia_test.qa.tsv"
     for line, row in read_tsv(path, ("question", "answers"), quoted=True):
         if question_split(row["question"]) != split:
@@ -262,10 +293,12 @@ def _triviaqa_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
             value = ast.literal_eval(row["answers"])
         except (ValueError, SyntaxError) as e:
             raise schema_error(path, line, f"answers are not a Python list literal: {row['answers'][:80]!r}") from e
-        yield _question_example(row["question"], string_list(path, line, value, "answers"), f"triviaqa-{line}")
+        yield _question_example(row["question"], string_list(path, line, value, "answers"), f"triviaqa-{line}", form)
 
 
-def _cloze_examples(path: Path) -> Iterator[Example | str]:
+def _cloze_examples(path: Path, form: Form) -> Iterator[Example | str]:
+    """A file's queries: a sentence with one ``[MASK]`` as it is, a question as :func:`npmcore.answer.asking.ask`
+    asks it in ``form``."""
     for line, row in read_jsonl(path, ("query", "answers")):
         query = string_field(path, line, row, "query")
         answers = string_list(path, line, row["answers"], "answers")
@@ -273,7 +306,14 @@ def _cloze_examples(path: Path) -> Iterator[Example | str]:
             yield "no_answers"
             continue
         id = str(row["id"]) if row.get("id") is not None else f"cloze-{line}"
-        yield _example(query, answers, None, id, query.replace(MASK, answers[0], 1))
+        try:
+            asked = ask(query, form)
+        except ValueError:
+            yield "mask_count"  # neither one mask nor a question
+            continue
+        first = asked.queries[0]
+        stated = asked if asked.how == "statements" else None
+        yield _example(first, answers, None, id, first.replace(MASK, answers[0], 1), asked=stated)
 
 
 def _wikitext_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
@@ -320,6 +360,7 @@ def load_task(
     seed: int = 0,
     path: str | Path | None = None,
     split: Split = "test",
+    form: Form | None = None,
 ) -> Task:
     """Load an evaluation task.
 
@@ -331,6 +372,8 @@ def load_task(
         path: the jsonl file of the ``cloze`` task (only for it).
         split: "test", or "dev" (tuning data) for the tasks of ``DEV_SPLITS``; the cloze
             task's split is its file.
+        form: how questions are asked (module docstring); None: the task's own (the paper's form for KAMEL, NQ
+            and TriviaQA, the query service's for a cloze file).
 
     Returns:
         The task; examples that cannot be evaluated are counted in ``Task.skipped``.
@@ -350,6 +393,9 @@ def load_task(
         raise ValueError(f"unknown split {split!r}; splits: test, dev")
     if split == "dev" and name not in DEV_SPLITS:
         raise ValueError(f"task {name!r} has no dev split; tasks with one: {', '.join(DEV_SPLITS)}")
+    if form is not None and name not in ASKED_TASKS:
+        raise ValueError(f"task {name!r} has no questions to ask another way; tasks with: {', '.join(ASKED_TASKS)}")
+    form = form or ("statements" if name == "cloze" else "paper")  # each task's own
     labels: tuple[str, ...] = ()
     words: tuple[tuple[str, ...], ...] = ()
     domain = None
@@ -362,19 +408,19 @@ def load_task(
     elif name in LAMA_TASKS:
         items = _lama_examples(name, data_dir, split)
     elif name == "kamel":
-        items = _kamel_examples(data_dir, split)
+        items = _kamel_examples(data_dir, split, form)
     elif name == "entity_translation":
         items = _entity_translation_examples(DRAWN_DATA_DIR, split)
     elif name == "temporal":
         items = _temporal_examples(DRAWN_DATA_DIR, split)
     elif name == "nq":
-        items = _nq_examples(data_dir, split)
+        items = _nq_examples(data_dir, split, form)
     elif name == "triviaqa":
-        items = _triviaqa_examples(data_dir, split)
+        items = _triviaqa_examples(data_dir, split, form)
     elif name == "wikitext2":
         items = _wikitext_examples(data_dir, split)
     else:
-        items = _cloze_examples(Path(path))
+        items = _cloze_examples(Path(path), form)
     examples, skipped = [], Counter()
     for item in items:
         if isinstance(item, str):
@@ -396,4 +442,5 @@ def load_task(
         macro_key="answer_length" if name in LAMA_TASKS else None,
         domain=domain,
         split=split,
+        form=form if name in ASKED_TASKS else None,
     )
