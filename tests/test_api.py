@@ -97,17 +97,29 @@ def test_predict_ranks_by_evidence_or_by_npm_and_explains_its_scores(client, sto
     assert all("parts" not in answer for answer in plain["answers"])  # only when asked
 
 
-def test_a_question_is_asked_as_the_paper_asks_nq_and_the_answer_says_so(client):
+def test_a_question_is_asked_as_its_statements_and_the_answer_says_how(client):
+    from npmcore.answer.asking import ask
     from npmcore.answer.inference import NPM, InferenceConfig
 
     question = "Where did Australian firefighters battle bushfires?"
     (result,) = client.post("/v1/predict", json={"queries": [question], "answers": 3}).json()["results"]
-    asked = "Where did Australian firefighters battle bushfires? The answer is [MASK]."
-    assert result["query"] == question and result["asked"] == {"how": "question", "query": asked}
-    expected = NPM(client.get("/v1/index").json()["index"]).predict([asked], InferenceConfig(answers=3))[0]
-    assert [a["text"] for a in result["answers"]] == [a.text for a in expected]
+    asked = ask(question)
+    assert asked.queries == (
+        "Australian firefighters battled bushfires in [MASK].",
+        "Where did Australian firefighters battle bushfires? The answer is [MASK].",
+    )
+    assert result["query"] == question and result["asked"]["how"] == "statements"
+    assert result["asked"]["queries"] == list(asked.queries) and result["asked"]["answered"] in asked.queries
+    npm = NPM(client.get("/v1/index").json()["index"])
+    ((answered, expected),) = npm.answer([asked], InferenceConfig(answers=3))
+    assert result["asked"]["answered"] == answered and [a["text"] for a in result["answers"]] == [
+        a.text for a in expected
+    ]
+    assert all(a.text.isalpha() or " " in a.text for a in expected)  # a place: no number
+    (paper,) = client.post("/v1/predict", json={"queries": [question], "ask": "paper"}).json()["results"]
+    assert paper["asked"] == {"how": "question", "queries": [asked.queries[-1]], "answered": asked.queries[-1]}
     (plain,) = client.post("/v1/predict", json={"queries": [QUERY]}).json()["results"]
-    assert plain["asked"] == {"how": "mask", "query": QUERY}
+    assert plain["asked"] == {"how": "mask", "queries": [QUERY], "answered": QUERY}
 
 
 def test_every_answer_has_its_confidence_and_a_query_below_the_threshold_abstains_with_its_best_guess(client):
@@ -153,6 +165,7 @@ def test_the_page_names_every_part_of_a_score():
         ({"queries": [QUERY] * 33}, "queries: at most 32 a request"),
         ({"queries": [QUERY], "k": 0}, "k: Input should be greater than or equal to 1"),
         ({"queries": [QUERY], "scoring": "bm25"}, "scoring: Input should be 'npm' or 'evidence'"),
+        ({"queries": ["Who wrote Hamlet?"], "ask": "nq"}, "ask: Input should be 'statements' or 'paper'"),
         ({"queries": [QUERY], "min_confidence": 1.5}, "min_confidence: Input should be less than or equal to 1"),
         (
             {"queries": [QUERY], "min_confidence": "sure"},
@@ -485,8 +498,12 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
             rendered = r'<p class="abstained">Not in this corpus: (the best guess|no answer)'  # not the script's text
             greyed = shown.count('class="answer guess"')
             doubts[q] = (said["abstained"], re.search(rendered, shown) is not None, greyed, len(said["answers"]))
-        question = "Where did Australian firefighters battle bushfires?"  # no mask: asked as the paper asks NQ
+        question = "Where did Australian firefighters battle bushfires?"  # no mask: asked as its statements
         asked = rendered_for(question)
+        (said,) = httpx.post(f"{url}/v1/predict", json={"queries": [question]}).json()["results"]
+        question_shot = tmp_path / "question.png"
+        question_page = [budget, f"--screenshot={question_shot}", f"{url}/?q={urllib.parse.quote(question)}"]
+        subprocess.run([*browser, *question_page], capture_output=True, timeout=120, check=True)
     finally:
         service.terminate()
         service.wait(30)
@@ -500,6 +517,9 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
     for abstained, says_so, greyed, answers in doubts.values():
         assert says_so == abstained and greyed == (answers if abstained else 0)
     assert doubts[UNKNOWN][0]  # Aristotle is not in 60 news articles
-    assert f'<p class="asked">Asked as: {question} The answer is [MASK].</p>' in asked
+    answered, queries = said["asked"]["answered"], said["asked"]["queries"]  # the answering one first, then the rest
+    others = "".join(f"<br>or: {q}" for q in queries if q != answered)
+    assert len(queries) == 2 and f'<p class="asked">Asked as: {answered}{others}</p>' in asked
+    assert question_shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     # each passage names where it comes from: the news file (no wiki, no address: no link)
     assert len(re.findall(r'<p class="evidence title">block [^<]+ · news</p>', dom.stdout)) == len(marks.marks)

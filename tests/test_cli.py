@@ -80,7 +80,7 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     answers = json.loads(result.output.strip().splitlines()[-1])
     assert len(answers) == 5 and set(answers[0]) == {"answer", "score", "confidence", "abstained", "asked", "evidence"}
     assert all(0 <= a["confidence"] <= 1 for a in answers)  # each answer's own probability, not a ranking
-    assert answers[0]["asked"] == {"how": "mask", "query": QUERIES[0]}
+    assert answers[0]["asked"] == {"how": "mask", "queries": [QUERIES[0]], "answered": QUERIES[0]}
     evidence = answers[0]["evidence"][0]
     assert set(evidence) == {"block_id", "title", "text", "start", "end", "score", "source"}
     assert evidence["source"] == {  # the news file's own article: no wiki, no address
@@ -102,9 +102,13 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     assert bad.exit_code == 2 and "exactly one [MASK], found 0, or is a question" in " ".join(bad.output.split())
     question = runner.invoke(app, ["query", "--index", url, "Where did firefighters battle bushfires?"])
     assert question.exit_code == 0, question.output
-    assert "asked as: Where did firefighters battle bushfires? The answer is [MASK]." in " ".join(
-        question.output.split()
-    )
+    shown = " ".join(question.output.split())
+    assert "asked as: Firefighters battled bushfires in [MASK]." in shown
+    assert "asked as: Where did firefighters battle bushfires? The answer is [MASK]." in shown
+    paper = runner.invoke(app, ["query", "--index", url, "--ask", "paper", "Where did firefighters battle bushfires?"])
+    assert paper.exit_code == 0 and "battled bushfires in" not in paper.output
+    bad_form = runner.invoke(app, ["query", "--index", url, "--ask", "nq", "Where did firefighters battle bushfires?"])
+    assert bad_form.exit_code == 2 and "--ask must be one of statements, paper, got 'nq'" in bad_form.output
 
 
 def test_cli_index_refuses_a_memory_budget_too_small_before_embedding(news_store, prefect_server, tmp_path):

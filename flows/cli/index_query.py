@@ -135,8 +135,8 @@ def query_command(
     queries: Annotated[
         list[str],
         typer.Argument(
-            help='Queries with one [MASK] each, e.g. "Thessaloniki is a city in [MASK].", or questions, e.g. "Who '
-            'taught Aristotle?" (asked as "Who taught Aristotle? The answer is [MASK].", as the paper asks NQ).'
+            help='Queries with one [MASK] each, e.g. "Thessaloniki is a city in [MASK].", or questions, e.g. "Where '
+            'was Lionel Messi born?" (asked as the statements they stand for: "Lionel Messi was born in [MASK].").'
         ),
     ],
     index_url: Annotated[str, typer.Option("--index", help="Index snapshot URL (from npmcore index).")],
@@ -151,6 +151,15 @@ def query_command(
     single: Annotated[
         bool, typer.Option(help="One [MASK] vector, single-token answers (NPM single's inference).")
     ] = False,
+    ask_as: Annotated[
+        str,
+        typer.Option(
+            "--ask",
+            help="How a question is asked: statements (the statements it stands for, its answers of the kind it "
+            'asks for), or paper (as the paper asks NQ: "Who taught Aristotle? The answer is [MASK]."; also where '
+            "no statement can be made of it).",
+        ),
+    ] = "statements",
     restrict: Annotated[
         bool, typer.Option(help="Search only the top BM25 passages, scored exactly (paper's open-set mode).")
     ] = True,
@@ -193,7 +202,7 @@ def query_command(
     evidence and where it comes from (source, dump date, article and its address)."""
     from dataclasses import asdict
 
-    from npmcore.answer.asking import ask
+    from npmcore.answer.asking import FORMS, ask
     from npmcore.answer.confidence import abstention
     from npmcore.answer.inference import NPM, SCORINGS, InferenceConfig
     from npmcore.index.indexer import store_root
@@ -212,10 +221,17 @@ def query_command(
         exclude_query_words=exclude_query_words,
         scoring=scoring,
     )
-    asked = [ask(q) for q in queries]
+    if ask_as not in FORMS:
+        raise ValueError(f"--ask must be one of {', '.join(FORMS)}, got {ask_as!r}")
+    asked = [ask(q, ask_as) for q in queries]
     index_url = absolute_store(index_url)
     npm = NPM(index_url, encoder=resolve_encoder(model, store_root(index_url)))
-    results = (npm.predict_tokens if single else npm.predict)([a.query for a in asked], config)
+    if single:  # one query each: a question's first statement
+        firsts = [a.queries[0] for a in asked]
+        answered = list(zip(firsts, npm.predict_tokens(firsts, config), strict=True))
+    else:
+        answered = npm.answer(asked, config)
+    results = [found for _, found in answered]
     rows = [[(a, [npm.evidence.span(e) for e in a.evidence]) for a in found] for found in results]
     withheld = [abstention(npm.calibrator, found, min_confidence) for found in results]
     if json_out:
@@ -226,20 +242,22 @@ def query_command(
                     "score": a.score,
                     "confidence": a.confidence,
                     "abstained": abstained["abstained"],
-                    "asked": {"how": how.how, "query": how.query},
+                    "asked": {"how": how.how, "queries": list(how.queries), "answered": query},
                     "evidence": [asdict(s) for s in spans],
                     **({"parts": a.parts} if explain else {}),
                 }
                 for a, spans in found
             ]
-            for found, abstained, how in zip(rows, withheld, asked, strict=True)
+            for found, abstained, how, (query, _) in zip(rows, withheld, asked, answered, strict=True)
         ]
         print(json.dumps(out if len(out) > 1 else out[0], ensure_ascii=False))
         return
-    for how, found, abstained in zip(asked, rows, withheld, strict=True):
+    for how, found, abstained, (query, _) in zip(asked, rows, withheld, answered, strict=True):
         console.print(f"[bold]{escape(how.text)}[/]")
-        if how.how == "question":
-            console.print(f"  [dim]asked as: {escape(how.query)}[/]")
+        if how.how != "mask":
+            for asked_as in how.queries:  # the one its answers come from marked where there are several
+                mark = "  ◂ answers" if asked_as == query and len(how.queries) > 1 else ""
+                console.print(f"  [dim]asked as: {escape(asked_as)}{mark}[/]")
         if abstained["abstained"]:
             best = f" (best guess: confidence {found[0][0].confidence:.2f} < {abstained['min_confidence']:.2f})"
             console.print("  [bold yellow]not in this corpus[/]" + (best if found else ": nothing found"))

@@ -27,9 +27,10 @@ Answers carry :class:`~npmcore.answer.evidence.Evidence` (global token ids); ``N
 """
 
 import functools
+import itertools
 import logging
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -37,7 +38,7 @@ from typing import Literal
 import numpy as np
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from npmcore.answer.asking import MASK
+from npmcore.answer.asking import MASK, Asked
 from npmcore.answer.confidence import CONFIDENCE_FILE, Calibrator, confidence_features, ranker_checksum
 from npmcore.answer.evidence import Evidence, EvidenceReader
 from npmcore.answer.passage_vectors import PASSAGES, passage_key
@@ -51,6 +52,7 @@ from npmcore.answer.phrases import (
     score_phrases,
     score_tokens,
 )
+from npmcore.answer.questions import fits
 from npmcore.answer.ranking import (
     FEATURE_NAMES,
     RANKER_FILE,
@@ -88,6 +90,7 @@ Mode = Literal["npm", "npm-single"]  # two query vectors ([MASKs][MASKe]) or one
 # ranked by what their passages say around them as well (npmcore.answer.ranking)
 Scoring = Literal["npm", "evidence"]
 SCORINGS: tuple[Scoring, ...] = ("evidence", "npm")
+KEPT_FROM = 50  # the phrases an answer of the kind a question asks for is looked for among (NPM.answer)
 
 
 class Unsupported(ValueError):
@@ -128,6 +131,7 @@ class Answer:
     parts: dict[str, float] | None = None  # evidence scoring: the score's parts (npmcore.answer.ranking.FEATURE_NAMES)
     # evidence scoring with the encoder's calibrator: the probability that it is right (npmcore.answer.confidence)
     confidence: float | None = None
+    rank: int = 0  # its phrase's rank among the query's candidates (0: the best; NPM.answer may pass some over)
 
 
 class NPM:
@@ -332,7 +336,7 @@ class NPM:
                     Evidence(int(self.corpus.block_of(ids[i : i + 1])[0]), int(ids[i]), int(ids[i]), float(share[i]))
                     for i in best
                 )
-                answers.append(Answer(self.evidence.surface(evidence[0]), (token,), score, evidence))
+                answers.append(Answer(self.evidence.surface(evidence[0]), (token,), score, evidence, rank=len(answers)))
             results.append(answers)
         return results
 
@@ -463,15 +467,49 @@ class NPM:
             PASSAGES.put(keys[n], found[n])
         return found
 
-    def top_answers(self, query: str, phrases: Phrases, config: InferenceConfig = InferenceConfig()) -> list[Answer]:
+    def answer(
+        self, asked: Sequence[Asked], config: InferenceConfig = InferenceConfig()
+    ) -> list[tuple[str, list[Answer]]]:
+        """The answers of queries as a person types them (:func:`npmcore.answer.asking.ask`), each with the query
+        they answer: of each one's queries (:meth:`answered`), the one whose first answer is the most confident (the
+        first where there is no confidence)."""
+        return [
+            max(((query, found) for query, _, found in mine), key=lambda pair: _sureness(pair[1]))
+            for mine in self.answered(asked, config)
+        ]
+
+    def answered(
+        self, asked: Sequence[Asked], config: InferenceConfig = InferenceConfig()
+    ) -> Iterator[list[tuple[str, Phrases, list[Answer]]]]:
+        """What :meth:`answer` chooses from: for each asked, each of its queries with its phrases and answers (all
+        queries answered in one batch), only answers of the kind its question asks for (a place, a time, a number:
+        :func:`npmcore.answer.statements.fits`)."""
+        queries = [q for a in asked for q in a.queries]
+        found = zip(queries, self.phrases(queries, config), strict=True)
+        for a in asked:
+            keep = None if a.expects is None else functools.partial(fits, expects=a.expects)
+            mine = itertools.islice(found, len(a.queries))
+            yield [(query, phrases, self.top_answers(query, phrases, config, keep)) for query, phrases in mine]
+
+    def top_answers(
+        self,
+        query: str,
+        phrases: Phrases,
+        config: InferenceConfig = InferenceConfig(),
+        keep: Callable[[str], bool] | None = None,
+    ) -> list[Answer]:
         """The best ``config.answers`` phrases of a query (:meth:`phrases`) as answers, each with its
         best ``config.evidence`` positions as evidence, its text as the best passage writes it and (evidence
-        scoring, with the encoder's calibrator) its confidence."""
+        scoring, with the encoder's calibrator) its confidence; with ``keep``, only answers whose text it keeps
+        (among the first :data:`KEPT_FROM` phrases)."""
         answers = []
         confidence = None
+        ranks = min(len(phrases.scores), config.answers if keep is None else KEPT_FROM)
         if phrases.parts is not None and self.calibrator is not None:
-            confidence = self.calibrator.confidence(confidence_features(phrases, query, config.answers))
-        for rank in range(min(config.answers, len(phrases.scores))):
+            confidence = self.calibrator.confidence(confidence_features(phrases, query, ranks))
+        for rank in range(ranks):
+            if len(answers) == config.answers:
+                break
             ids = phrases.token_ids[rank]
             ids = tuple(int(t) for t in ids[ids >= 0])
             mine = np.flatnonzero(phrases.phrase_of_span == rank)
@@ -489,10 +527,15 @@ class NPM:
                 None if phrases.parts is None else dict(zip(FEATURE_NAMES, phrases.parts[rank].tolist(), strict=True))
             )
             sure = None if confidence is None else float(confidence[rank])
-            answers.append(
-                Answer(self.evidence.surface(evidence[0]), ids, float(phrases.scores[rank]), evidence, parts, sure)
-            )
+            text = self.evidence.surface(evidence[0])
+            if keep is None or keep(text):
+                answers.append(Answer(text, ids, float(phrases.scores[rank]), evidence, parts, sure, rank))
         return answers
+
+
+def _sureness(answers: list[Answer]) -> float:
+    """How sure a query's answers are: its first answer's confidence (0 without one; -1 with no answer)."""
+    return (answers[0].confidence or 0.0) if answers else -1.0
 
 
 def token_frequency(folder: Path, corpus: Corpus, vocab_size: int) -> tuple[np.ndarray, int]:
@@ -522,7 +565,11 @@ def calibrator_of(encoder: str, fingerprint: str, ranker: Ranker) -> Calibrator 
     then carry no confidence until ``bench/confidence.py`` fits one."""
     for folder in (Path(local_model_dir(encoder)), Path(default_encoder_path())):
         if (folder / CONFIDENCE_FILE).exists():
-            calibrator = Calibrator.load(folder / CONFIDENCE_FILE)
+            try:
+                calibrator = Calibrator.load(folder / CONFIDENCE_FILE)
+            except ValueError as e:  # another package's features, say
+                log.warning("%s", e)
+                continue
             if calibrator.encoder == fingerprint and calibrator.ranker == ranker_checksum(ranker):
                 return calibrator
     log.info("no %s fitted for encoder %s and its ranker: answers carry no confidence", CONFIDENCE_FILE, encoder)

@@ -3,7 +3,8 @@
 One process loads the encoder, the FAISS index, the datastore and BM25 once and answers:
 
 * ``POST /v1/predict``: NPM phrase prediction, each answer with its evidence passages and where they come from
-  (source, dump date, article, address); a question without a mask is asked as the paper asks NQ;
+  (source, dump date, article, address); a question without a mask is asked as the statements it stands for
+  (:func:`npmcore.answer.asking.ask`; ``"ask": "paper"``: as the paper asks NQ), and the answer says how;
 * ``POST /v1/classify``: closed-set label scores (labels given as verbalizer words);
 * ``GET /v1/index``: what is served; ``GET /livez``; ``GET /readyz`` (503 until loaded and warm);
   ``GET /metrics`` (Prometheus); ``GET /``: a page with a query box (``/?q=QUERY`` answers QUERY at once).
@@ -38,7 +39,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from npmcore.answer.asking import ask
+from npmcore.answer.asking import Form, ask
 from npmcore.answer.confidence import Calibrator, abstention
 from npmcore.answer.inference import MASK, NPM, InferenceConfig, Scoring, Unsupported, label_token_ids
 from npmcore.evaluation.templates import CLOSED_SPECS
@@ -319,8 +320,14 @@ Askable = Annotated[str, AfterValidator(_askable)]
 class PredictRequest(Strict):
     queries: list[Askable] = Field(
         min_length=1,
-        description='Sentences with one [MASK] each, or questions ("Who taught Aristotle?": asked as "Who taught '
-        'Aristotle? The answer is [MASK].", as the paper asks NQ and TriviaQA).',
+        description='Sentences with one [MASK] each, or questions ("Where was Lionel Messi born?": asked as the '
+        'statements they stand for, "Lionel Messi was born in [MASK].").',
+    )
+    ask: Form = Field(
+        "statements",
+        description="How a question is asked: statements (the statements it stands for, answers of the kind it asks "
+        'for), or paper (as the paper asks NQ and TriviaQA: "Who taught Aristotle? The answer is [MASK].", also where '
+        "no statement can be made of it).",
     )
     answers: int = Field(5, ge=1, le=20, description="Answers per query.")
     evidence: int = Field(3, ge=1, le=10, description="Evidence passages per answer.")
@@ -384,23 +391,26 @@ def run_predict(service: Service, items: list[Item]) -> list[dict | Unsupported]
         groups: dict[tuple, list[int]] = {}
         for n, item in enumerate(items):
             r = item.request
-            groups.setdefault((r.answers, r.evidence, r.k, r.tau, r.restrict, r.passages, r.scoring), []).append(n)
-        for (answers, evidence, k, tau, restrict, passages, scoring), members in groups.items():
+            groups.setdefault((r.answers, r.evidence, r.k, r.tau, r.restrict, r.passages, r.scoring, r.ask), []).append(
+                n
+            )
+        for (answers, evidence, k, tau, restrict, passages, scoring, form), members in groups.items():
             config = InferenceConfig(
                 k=k, tau=tau, restrict=restrict, passages=passages, answers=answers, evidence=evidence, scoring=scoring
             )
             started = time.perf_counter()
-            asked = {n: ask(items[n].query) for n in members}
+            asked = {n: ask(items[n].query, form) for n in members}
             try:
-                found = served.npm.predict([asked[n].query for n in members], config)
+                found = served.npm.answer([asked[n] for n in members], config)
             except Unsupported as e:  # the index swapped to one that cannot answer these: only their requests fail
                 out |= dict.fromkeys(members, e)
                 continue
             seconds = time.perf_counter() - started
-            for n, answers_of in zip(members, found, strict=True):
+            for n, (answered, answers_of) in zip(members, found, strict=True):
                 out[n] = {
                     "query": items[n].query,
-                    "asked": {"how": asked[n].how, "query": asked[n].query},
+                    # how it was asked: the queries NPM was asked, and the one its answers come from
+                    "asked": {"how": asked[n].how, "queries": list(asked[n].queries), "answered": answered},
                     **abstention(served.npm.calibrator, answers_of, items[n].request.min_confidence),
                     "answers": [_answer(served, a, items[n].request.explain) for a in answers_of],
                     "index": served.url,
