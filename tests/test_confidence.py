@@ -21,6 +21,7 @@ from npmcore.answer.confidence import (
     fit_calibrator,
     query_features,
     ranker_checksum,
+    shown,
 )
 from npmcore.answer.inference import NPM, InferenceConfig, ranker_of
 from npmcore.answer.trees import TreeEnsemble
@@ -110,8 +111,8 @@ def test_a_fitted_calibrator_is_calibrated_on_fresh_data_of_its_kind_and_survive
     right = rng.random(len(truth)) < truth
     fit, held = slice(0, 8_000), slice(8_000, None)
     ranker = ranker_of(str(default_encoder_path()))
-    facts, first = np.arange(8_000) // 2, np.arange(8_000) % 2 == 0  # two answers a fact
-    calibrator = fit_calibrator(features[fit], right[fit], facts, first, ranker, "enc", provenance={"x": 1})
+    facts = np.arange(8_000) // 2  # two answers a fact, of one query
+    calibrator = fit_calibrator(features[fit], right[fit], facts, facts, ranker, "enc", provenance={"x": 1})
     predicted = calibrator.confidence(features[held])
     assert expected_calibration_error(predicted, right[held]) < 0.04
     assert np.corrcoef(predicted, truth[held])[0, 1] > 0.95
@@ -130,7 +131,24 @@ def test_a_fitted_calibrator_is_calibrated_on_fresh_data_of_its_kind_and_survive
     with pytest.raises(ValueError, match="not a calibrator of features"):
         Calibrator.load(tmp_path / "other.npz")
     with pytest.raises(ValueError, match="nothing to calibrate"):
-        fit_calibrator(features[:10], np.ones(10, bool), np.arange(10), np.ones(10, bool), ranker, "enc")
+        fit_calibrator(features[:10], np.ones(10, bool), np.arange(10), np.arange(10), ranker, "enc")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_answers_shown_are_those_of_each_facts_most_confident_query(seed):
+    """``shown`` against a loop over the facts: of each fact, the first answer of the query whose first answer is the
+    most confident, the first such query on a tie (NPM.answer's choice)."""
+    rng = np.random.default_rng(seed)
+    counts = rng.integers(1, 4, size=(40, 3))  # answers of each of a fact's three queries (a query may have none)
+    counts[rng.random(counts.shape) < 0.2] = 0
+    facts = np.concatenate([[f] * n for f, row in enumerate(counts) for n in row])
+    queries = np.concatenate([[3 * f + k] * n for f, row in enumerate(counts) for k, n in enumerate(row)])
+    confidence = np.round(rng.random(len(facts)), 1)  # ties happen
+    expected = np.zeros(len(facts), dtype=bool)
+    for fact in np.unique(facts):
+        firsts = [np.flatnonzero(queries == q)[0] for q in np.unique(queries[facts == fact])]
+        expected[max(firsts, key=lambda row: (confidence[row], -row))] = True
+    assert np.array_equal(shown(confidence, facts, queries), expected)
 
 
 @pytest.fixture(scope="module")
@@ -189,10 +207,11 @@ def test_the_features_are_those_of_the_ranked_answers(npm):
         assert np.allclose(column["score"], phrases.scores[:top])
         assert np.allclose(column["gap_to_best"], log_score[0] - log_score[:top])
         assert np.allclose(column["margin_to_next"][: top - 1], -np.diff(log_score[:top]))
-        assert np.allclose(features[:, 6:-4], phrases.parts[:top])
-        assert column["question"].sum() == 0 and column["mask_at_end"].all() and (column["query_words"] == 5).all()
-    asked = query_features("Who wrote Hamlet? Answer: [MASK].")
-    assert asked.tolist() == [4, 1, 1, len("Who wrote Hamlet? Answer: ") / len("Who wrote Hamlet? Answer: [MASK].")]
+        assert np.allclose(features[:, 6:-3], phrases.parts[:top])
+        assert column["mask_at_end"].all() and (column["query_words"] == 5).all()
+    asked = query_features("Who wrote Hamlet? Answer: [MASK].")  # a question's shape is not a feature
+    assert asked.tolist() == [4, 1, len("Who wrote Hamlet? Answer: ") / len("Who wrote Hamlet? Answer: [MASK].")]
+    assert query_features("[MASK] wrote Hamlet.").tolist() == [2, 0, 0.0]
     with pytest.raises(ValueError, match="ranked by evidence scoring"):
         confidence_features(next(npm.phrases(QUERIES[:1], InferenceConfig(scoring="npm"))), QUERIES[0], 3)
 
@@ -204,11 +223,10 @@ def test_answers_carry_the_confidence_of_their_encoders_calibrator_only(npm, new
     phrases = list(npm.phrases(QUERIES, config))
     features = np.concatenate([confidence_features(p, q, 3) for p, q in zip(phrases, QUERIES, strict=True)])
     facts = np.concatenate([[n] * min(3, len(p.scores)) for n, p in enumerate(phrases)])
-    first = np.r_[True, facts[1:] != facts[:-1]]
-    right = first.copy()
+    right = np.r_[True, facts[1:] != facts[:-1]]  # the first answers right
     encoder = tmp_path / "encoder"
     shutil.copytree(default_encoder_path(), encoder, ignore=shutil.ignore_patterns(CONFIDENCE_FILE))
-    mine = fit_calibrator(features, right, facts, first, npm.ranker, npm.fingerprint)
+    mine = fit_calibrator(features, right, facts, facts, npm.ranker, npm.fingerprint)
     mine.save(encoder / CONFIDENCE_FILE)
     answered = NPM(news_store.index, encoder=str(encoder))
     for query, found, p in zip(QUERIES, answered.predict(QUERIES, config), phrases, strict=True):
@@ -243,3 +261,25 @@ def test_a_query_abstains_below_the_threshold_and_keeps_its_best_guess(npm):
     assert abstention(npm.calibrator, [], None) == {"abstained": True, "min_confidence": None}
     unsure = [replace(a, confidence=None) for a in found]
     assert abstention(None, unsure, 0.9) == {"abstained": False, "min_confidence": None}
+
+
+def test_a_question_gets_the_answers_of_its_most_confident_query_of_the_kind_it_asks_for(npm):
+    """NPM.answer: each of a question's queries answered with only answers of the kind it asks for (the same as its
+    unfiltered phrases kept by ``fits``, in rank order), and the answers given those of the query whose first answer
+    is the most confident."""
+    from npmcore.answer.asking import ask
+    from npmcore.answer.inference import KEPT_FROM
+    from npmcore.answer.questions import fits
+
+    asked = ask("Where did Australian firefighters battle bushfires?")
+    assert asked.expects == "place" and len(asked.queries) == 2
+    config = InferenceConfig(answers=3)
+    (mine,) = list(npm.answered([asked], config))
+    assert [query for query, _, _ in mine] == list(asked.queries)
+    for query, phrases, answers in mine:
+        every = npm.top_answers(query, phrases, replace(config, answers=KEPT_FROM))
+        kept = [a for a in every if fits(a.text, "place")][: config.answers]
+        assert [(a.text, a.rank, a.confidence) for a in answers] == [(a.text, a.rank, a.confidence) for a in kept]
+    ((query, answers),) = npm.answer([asked], config)
+    best = max(mine, key=lambda m: m[2][0].confidence if m[2] else -1.0)
+    assert (query, [a.text for a in answers]) == (best[0], [a.text for a in best[2]])

@@ -12,8 +12,10 @@ a proper scoring rule: its probabilities are calibrated on data like its fit's),
 * ``rank`` (log of 1 + rank) and ``candidates`` (log of how many phrases were scored);
 * its score's parts (:data:`npmcore.answer.ranking.FEATURE_NAMES`, each a weight times a feature): how
   much of the query's words the evidence repeats, NPM's similarities, how many positions spell it;
-* the query's shape: ``query_words`` (how many words), ``question`` (it asks a question: "…? Answer:
-  [MASK]."), ``mask_at_end`` and ``mask_position`` (where its mask is, as a share of its length).
+* the query's shape: ``query_words`` (how many words), ``mask_at_end`` and ``mask_position`` (where its mask is, as
+  a share of its length). Whether it is a question is not among them: on the benchmarks' dev sets a question meant NQ
+  or KAMEL, where few answers are right, and a calibrator that knew it rated every question a person asks as one
+  (ECE 0.14-0.30 on questions people type); a question is asked as statements anyway (:mod:`npmcore.answer.asking`).
 
 On the dev sets (5-fold cross-validated) boosting beat a logistic regression of the same features,
 and one followed by isotonic regression, on the calibration error of 5 of 8 sets and on every set's
@@ -57,7 +59,6 @@ CONFIDENCE_FEATURES = (
     "candidates",
     *(f"part.{name}" for name in FEATURE_NAMES),
     "query_words",
-    "question",
     "mask_at_end",
     "mask_position",
 )
@@ -72,14 +73,13 @@ BOOSTING = {
 
 
 def query_features(query: str) -> np.ndarray:
-    """(4,) the query's shape: its words, whether it asks a question, whether its mask ends it (punctuation
-    aside) and where its mask is (a share of its length)."""
+    """(3,) the query's shape: its words, whether its mask ends it (punctuation aside) and where its mask is (a share
+    of its length)."""
     at = query.find(MASK)
     after = query[at + len(MASK) :] if at >= 0 else ""
     return np.array(
         [
             len(re.findall(r"\w+", query.replace(MASK, " "))),
-            "?" in query[: max(at, 0)],
             not re.search(r"\w", after),
             max(at, 0) / max(len(query), 1),
         ],
@@ -182,14 +182,16 @@ def fit_calibrator(
     features: np.ndarray,
     right: np.ndarray,
     facts: np.ndarray,
-    first: np.ndarray,
+    queries: np.ndarray,
     ranker: Ranker,
     encoder: str,
     provenance: dict | None = None,
+    weights: np.ndarray | None = None,
 ) -> Calibrator:
-    """A calibrator of answers' (n, F) features and whether each is right (:data:`BOOSTING`, seeded). Its
-    ``min_confidence`` is :func:`abstention_threshold` of the first answers (``first``) as a 5-fold
-    cross-validation rates them (folds of whole facts: ``facts``, each answer's query), not as the fit does.
+    """A calibrator of answers' (n, F) features and whether each is right (:data:`BOOSTING`, seeded; each answer
+    weighing its ``weights``, else the same). Its ``min_confidence`` is :func:`abstention_threshold` of the answers
+    shown first (:func:`shown`: ``facts``, each answer's question, ``queries``, each answer's query), so weighted, as a
+    5-fold cross-validation rates them (folds of whole facts), not as the fit does.
 
     Raises:
         ValueError: the answers are all right or all wrong (nothing to tell apart).
@@ -200,12 +202,27 @@ def fit_calibrator(
     right = np.asarray(right, dtype=bool)
     if right.all() or not right.any():
         raise ValueError(f"all {len(right)} answers are {'right' if right.any() else 'wrong'}: nothing to calibrate")
+    weights = np.ones(len(right)) if weights is None else np.asarray(weights, dtype=np.float64)
     model = HistGradientBoostingClassifier(**BOOSTING, early_stopping=False, random_state=0)
     folds = GroupKFold(n_splits=min(5, len(np.unique(facts))))
-    rated = cross_val_predict(model, features, right, groups=facts, cv=folds, method="predict_proba")[:, 1]
-    threshold = abstention_threshold(rated[first], right[first])
+    weighed = {"sample_weight": weights}
+    rated = cross_val_predict(model, features, right, groups=facts, cv=folds, method="predict_proba", params=weighed)
+    first = shown(rated[:, 1], facts, queries)
+    threshold = abstention_threshold(rated[first, 1], right[first], weights[first])
     record = {**(provenance or {}), "answers": len(right), "boosting": BOOSTING}
-    return Calibrator(TreeEnsemble.of(model.fit(features, right)), threshold, ranker_checksum(ranker), encoder, record)
+    trees = TreeEnsemble.of(model.fit(features, right, sample_weight=weights))
+    return Calibrator(trees, threshold, ranker_checksum(ranker), encoder, record)
+
+
+def shown(confidence: np.ndarray, facts: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """(n,) which answers are shown first: of each fact, the first answer of its query whose first answer is the
+    most confident (the first such query on a tie), as :meth:`npmcore.answer.inference.NPM.answer` chooses. The rows
+    of a query are consecutive, best first; ``facts`` and ``queries`` name each row's fact and query."""
+    first = np.flatnonzero(np.r_[True, queries[1:] != queries[:-1]]) if len(queries) else np.zeros(0, dtype=int)
+    order = first[np.lexsort((-confidence[first], facts[first]))]  # by fact, the most confident first (stable)
+    out = np.zeros(len(queries), dtype=bool)
+    out[order[np.r_[True, facts[order][1:] != facts[order][:-1]]] if len(order) else order] = True
+    return out
 
 
 def abstention_threshold(confidence: np.ndarray, right: np.ndarray, weight: np.ndarray | None = None) -> float:
