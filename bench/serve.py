@@ -17,11 +17,15 @@ index. Between the two moves a copy of the second index with its largest file da
 disk leaves it) is offered: ``npmcore serving set`` must refuse it, and once written into the pointer by hand the
 service must refuse it too, name it in ``/v1/index`` and keep answering from the index it has (the pointer
 written back as it was clears the refusal). The service's RSS is sampled throughout.
+What a question costs: one client sends the facts of ``bench/data/typed-test.jsonl`` typed as statements, then the
+same facts typed as questions (asked as the service asks them: its statements and the paper's question, tagged and
+answered in one batch), one a request: ``p50_ms_statements``, ``p50_ms_questions`` and their ratio
+``question_cost`` (the same facts, so the same passages to read).
 The service encodes queries in ``--precision`` (``auto``: the machine's). Last line, one JSON object:
 ``{"factory", "precision", "index_precision", "answers", "p50_ms_c1", "p99_ms_c1", "qps_c1", "qps_c4",
-"qps_c16", "p99_ms_c16", "errors", "swaps", "swap_errors", "corrupt_refused", "p99_ms_during_swap",
-"rss_mb_steady", "rss_mb_swap_peak"}`` (``swap_errors``: failed requests during the moves and the corrupt offer;
-``corrupt_refused``: 1 when both refused the corrupt copy).
+"qps_c16", "p99_ms_c16", "p50_ms_statements", "p50_ms_questions", "question_cost", "errors", "swaps", "swap_errors",
+"corrupt_refused", "p99_ms_during_swap", "rss_mb_steady", "rss_mb_swap_peak"}`` (``swap_errors``: failed requests
+during the moves and the corrupt offer; ``corrupt_refused``: 1 when both refused the corrupt copy).
 """
 
 import argparse
@@ -182,6 +186,13 @@ def main() -> None:
                 f"qps_c{clients}": round(len(latencies) / seconds, 1),
             }
             print(f"concurrency {clients}: {result}", file=sys.stderr, flush=True)
+        typed = [json.loads(line) for line in (ROOT / "bench" / "data" / "typed-test.jsonl").open()]
+        for form in ("statement", "question"):
+            asked = [row["query"] for row in typed if row["form"] == form]
+            latencies, failed, _ = asyncio.run(drive(url, asked, 1, len(asked), args.scoring))
+            errors += failed
+            result[f"p50_ms_{form}s"] = round(float(np.percentile(latencies, 50)), 1)
+        result["question_cost"] = round(result["p50_ms_questions"] / result["p50_ms_statements"], 2)
         steady = rss.mark()
 
         swaps, swap_latencies, swap_errors, corrupt_refused = 0, [], 0, 0
