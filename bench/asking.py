@@ -14,8 +14,9 @@ question, the answers of the most confident; paper: the paper's question alone).
 
 Per form: ``exact_match`` of the answer shown first, ``ceiling`` (a gold answer in the passages searched), the
 calibration of its confidence (ECE, AURC, accuracy at 10/25/50/100% coverage), ``abstained`` (shown "not in this
-corpus": below the calibrator's ``min_confidence``) and ``right_abstained`` (right answers withheld, as a share of
-the right ones). Last line, one JSON object: ``{"split", "ask", "passages", "index", "n", "questions": {…},
+corpus": below the calibrator's ``min_confidence``), ``right_abstained`` (right answers withheld, as a share of
+the right ones), ``given_right`` and ``abstained_right`` (the share right of the answers given, and of the best
+guesses shown greyed). Last line, one JSON object: ``{"split", "ask", "passages", "index", "n", "questions": {…},
 "statements": {…}, "gap", "seconds"}`` (``gap``: statements' exact match minus questions').
 """
 
@@ -53,6 +54,8 @@ def summary(records: list[Record], min_confidence: float | None) -> dict:
         "mean_confidence": round(float(confidence.mean()), 4),
         "abstained": round(float(withheld.mean()), 4),
         "right_abstained": round(float((withheld & right).sum() / max(right.sum(), 1)), 4),
+        "given_right": round(float(right[~withheld].mean()), 4) if (~withheld).any() else None,
+        "abstained_right": round(float(right[withheld].mean()), 4) if withheld.any() else None,
     }
 
 
@@ -76,7 +79,8 @@ def main() -> None:
         c = row["calibration"]
         print(f"{name:<10} n={row['n']} exact match {row['exact_match']:.3f} (ceiling {row['ceiling']:.3f}), "
               f"ECE {c['ece']:.3f}, mean confidence {row['mean_confidence']:.3f}, abstained {row['abstained']:.2f} "
-              f"(of the right answers {row['right_abstained']:.2f})")  # fmt: skip
+              f"(of the right answers {row['right_abstained']:.2f}); right: {row['given_right']} of those given, "
+              f"{row['abstained_right']} of the greyed guesses")  # fmt: skip
     gap = forms["statements"]["exact_match"] - forms["questions"]["exact_match"]
     print(f"statements - questions: {gap:+.3f} (min_confidence {threshold})")
     line = {"split": args.split, "ask": args.ask, "passages": args.passages, "index": args.index,

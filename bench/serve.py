@@ -59,9 +59,10 @@ def free_port() -> int:
 
 
 async def drive(
-    url: str, queries: list[str], clients: int, per_client: int, scoring: str
+    url: str, queries: list[str], clients: int, per_client: int, scoring: str, need_answers: bool = True
 ) -> tuple[list[float], int, float]:
-    """Latencies (ms) of ``clients`` concurrent clients each sending ``per_client`` requests; errors; seconds."""
+    """Latencies (ms) of ``clients`` concurrent clients each sending ``per_client`` requests; errors (a status
+    other than 200, or with ``need_answers`` no answer); seconds."""
     latencies, errors = [], 0
 
     async def client(n: int, http: httpx.AsyncClient) -> None:
@@ -72,7 +73,7 @@ async def drive(
             request = {"queries": [query], "evidence": 1, "scoring": scoring}
             response = await http.post(f"{url}/v1/predict", json=request)
             latencies.append(1000 * (time.perf_counter() - start))
-            errors += response.status_code != 200 or not response.json()["results"][0]["answers"]
+            errors += response.status_code != 200 or need_answers and not response.json()["results"][0]["answers"]
 
     async with httpx.AsyncClient(timeout=60) as http:
         start = time.perf_counter()
@@ -189,7 +190,8 @@ def main() -> None:
         typed = [json.loads(line) for line in (ROOT / "bench" / "data" / "typed-test.jsonl").open()]
         for form in ("statement", "question"):
             asked = [row["query"] for row in typed if row["form"] == form]
-            latencies, failed, _ = asyncio.run(drive(url, asked, 1, len(asked), args.scoring))
+            # a question may find no answer of the kind it asks for in this corpus: "not in this corpus", no error
+            latencies, failed, _ = asyncio.run(drive(url, asked, 1, len(asked), args.scoring, need_answers=False))
             errors += failed
             result[f"p50_ms_{form}s"] = round(float(np.percentile(latencies, 50)), 1)
         result["question_cost"] = round(result["p50_ms_questions"] / result["p50_ms_statements"], 2)

@@ -8,8 +8,9 @@ of the requests, the ways a real store and the network between fail:
 * ``cut after``: forwarded, then the store's answer cut after half its body (a read that breaks off).
 
 Whether a request fails, and how, is drawn from ``(seed, method, path, n)`` (the path without its bucket, whose name
-a test draws), ``n`` counting the requests of that method and path so far: the same requests fail the same way
-whatever order concurrent clients send them in, and a retried request draws again.
+a test draws, and with snapshot ids as ``ID``: their content addresses change with the package's version), ``n``
+counting the requests of that method and path so far: the same requests fail the same way whatever order concurrent
+clients send them in, and a retried request draws again.
 
 :class:`ManifestWatch` checks the store after every change it makes (the proxy forwards changes one at a time):
 a snapshot's ``manifest.json`` is never there without every file it lists, at its size.
@@ -78,6 +79,7 @@ class FlakyProxy:
     def draw(self, method: str, path: str) -> str | None:
         """The fault of this request (None: it goes through), counted."""
         key = re.sub(r"^/[^/?]*", "", path)  # /bucket/key?query -> /key?query, /bucket?query -> ?query
+        key = re.sub(r"\b[0-9a-f]{16}\b", "ID", key)  # a snapshot's content address: its files fail as any version's
         with self._lock:
             n = self._seen[method, key]
             self._seen[method, key] += 1

@@ -157,4 +157,7 @@ def test_a_sentence_with_one_mask_is_asked_as_it_is_and_anything_else_is_refused
     assert reads_as_question("The capital of France is?") and not reads_as_question("Whoever wins, wins.")
     assert reads_as_question("what's the capital of maine") and reads_as_question("whats shawn michaels nickname")
     assert not reads_as_question("whatsoever you do")
+    assert reads_as_question("in which year was charlemagne crowned") and reads_as_question("during whose reign")
+    assert reads_as_question("ampicillin shouldn't be given to people allergic to what")
+    assert not reads_as_question("In the beginning was the word.") and not reads_as_question("Whatever.")
     assert reads_as_question('"What disease do the French call ""la Rage""?"')  # TriviaQA's quoting

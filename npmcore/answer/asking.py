@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from npmcore.answer.questions import MASK, Expect
+from npmcore.answer.questions import MASK, WH_WORDS, Expect
 from npmcore.answer.statements import state
 
 # The words a question starts with (an interrogative or an auxiliary put first: "Is Paris in France?")
@@ -22,6 +22,7 @@ QUESTION_WORDS = frozenset(
     "who whom whose what which when where why how is are was were do does did can could will would should "
     "has have had".split()
 )
+PREPOSITIONS = frozenset("in on at to from by for with of during under after before since about into".split())
 How = Literal["mask", "statements", "question"]
 # How a question is asked: as the statements it stands for, or as the paper asks NQ and TriviaQA
 Form = Literal["statements", "paper"]
@@ -45,11 +46,15 @@ def question_query(question: str) -> str:
 
 
 def reads_as_question(text: str) -> bool:
-    """Whether a text without a mask is a question: it ends with "?" or starts with a question word (quotes
-    around it aside)."""
-    words = text.strip(QUOTES + " ").split()
-    first = re.sub(r"^(what|who|where|when|how)(?:['’]?s|['’](?:re|d|ll))$", r"\1", words[0].lower()) if words else ""
-    return bool(words) and (words[-1].endswith("?") or first.strip(QUOTES) in QUESTION_WORDS)  # "what's", "whats"
+    """Whether a text without a mask is a question: it ends with "?", starts with a question word ("what's" and
+    "whats" count), or with a preposition and a wh-word ("in which year", "during whose reign"), or ends with a
+    wh-word ("allergic to what"); quotes around it aside."""
+    words = [w.lower().strip(QUOTES) for w in text.strip(QUOTES + " ").split()]
+    if not words:
+        return False
+    first = re.sub(r"^(what|who|where|when|how)(?:['’]?s|['’](?:re|d|ll))$", r"\1", words[0])
+    fronted = len(words) > 1 and words[0] in PREPOSITIONS and words[1] in WH_WORDS
+    return text.rstrip(QUOTES + " ").endswith("?") or first in QUESTION_WORDS or fronted or words[-1] in WH_WORDS
 
 
 def ask(text: str, form: Form = "statements") -> Asked:
