@@ -30,11 +30,14 @@ def prefect_logging() -> None:
     setup_logging()
 
 
-@pytest.fixture(autouse=True)
-def test_cpu(monkeypatch) -> None:
-    """``NPM_TEST_CPU=avx2``: every test runs as on an AVX2-only CPU (tests/cpu.py)."""
-    if pretended_cpu():
-        pretend_flags(monkeypatch, test_cpu_flags())
+@pytest.fixture(scope="session", autouse=True)
+def test_cpu() -> Iterator[None]:
+    """``NPM_TEST_CPU=avx2``: the whole session runs as on an AVX2-only CPU (tests/cpu.py), its session and module
+    fixtures too (an NPM a module shares resolves its precision as its tests do)."""
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        if pretended_cpu():
+            pretend_flags(monkeypatch, test_cpu_flags())
+        yield
 
 
 @pytest.hookimpl(tryfirst=True)

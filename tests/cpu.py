@@ -1,8 +1,9 @@
 """Another CPU pretended in this process: its flags, and what OpenVINO compiles a bf16 hint in there.
 
 ``NPM_TEST_CPU=avx2`` runs the suite as an AVX2-only CPU would (no AMX, no AVX512_BF16) on a machine that has
-the units: ``tests/conftest.py`` pretends it in every test, so that a test that reads the CPU fails here as it
-would there. ``.ci/run`` runs the tests marked ``cpu`` (those that read or pretend the CPU) once more so.
+the units: ``tests/conftest.py`` pretends it for the whole session (its shared fixtures too), so that a test that
+reads the CPU fails here as it would there (the whole suite passes so: ``NPM_TEST_CPU=avx2 .venv/bin/pytest -n 2
+--dist loadgroup``). ``make test`` runs the tests marked ``cpu`` (those that read or pretend the CPU) once more so.
 
 A pretence is whole: the flags ``npmcore.machine.cpu_flags`` answers, and OpenVINO's compile, which on a CPU
 without bf16 units takes a bf16 hint without a word and computes float32 (``tests/test_precision.py`` shows it
