@@ -178,16 +178,16 @@ def _proximity(
     total = weight.sum()
     if len(words) == 0 or total <= 0:
         return np.zeros((n, 3))
-    # the word (index into words) of every window token, -1 for none: a sorted lookup, no (V,) table per query
-    slot = np.searchsorted(words, window)
-    slot = np.where((slot < len(words)) & (words[np.minimum(slot, len(words) - 1)] == window), slot, -1)
-    row, col = np.nonzero(slot >= 0)
-    nearest = np.full((n, len(words)), np.inf)
-    np.minimum.at(nearest, (row, slot[row, col]), distance[col].astype(np.float64))
-    in_sentence = np.zeros((n, len(words)), dtype=bool)
-    np.logical_or.at(in_sentence, (row, slot[row, col]), sentence[row, col])
-    seen = np.stack([np.exp(-(nearest - 1) / NEAR), in_sentence, np.isfinite(nearest)], axis=2)  # (n, T, 3)
-    return (seen * weight[None, :, None]).sum(axis=1) / total
+    out = np.zeros((n, 3))
+    never = np.iinfo(np.int64).max
+    for word, w in zip(words.tolist(), weight.tolist()):  # a few words: one pass over the windows each
+        hit = window == word  # (n, columns)
+        nearest = np.where(hit, distance, never).min(axis=1)
+        seen = nearest < never
+        out[:, 0] += w * np.where(seen, np.exp(-(nearest - 1) / NEAR), 0.0)
+        out[:, 1] += w * (hit & sentence).any(axis=1)
+        out[:, 2] += w * seen
+    return out / total
 
 
 def phrase_features(phrases: Phrases, idf: np.ndarray) -> np.ndarray:
