@@ -5,7 +5,7 @@ Usage: python bench/asking.py --index INDEX [--split dev|test] [--ask statements
 ``bench/data/typed-{split}.jsonl`` holds facts about articles of the two datastores of the paper table (the
 September 2020 dump and Simple English Wikipedia of December 2021), each typed by hand twice as a person types into a
 search box: as a question ("where was john langdon born") and as a statement with one ``[MASK]`` ("John Langdon was
-born in [MASK]."), with the answer as its article writes it (300 facts of dev, 100 of test; written for this
+born in [MASK]."), with the answer as its article writes it (500 facts of dev, 100 of test; written for this
 benchmark from the articles, not from any benchmark file). Every line is answered as the query service answers it
 (:meth:`npmcore.answer.inference.NPM.answer`, through the evaluation's cloze task: its defaults, ``--passages`` top
 BM25 passages, evidence scoring and the encoder's calibrator), against ``--index`` (the paper table's combined

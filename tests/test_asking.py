@@ -38,6 +38,7 @@ SHAPES = [  # (question, the statements it must give, the likeliest first)
     ("What is Albert Einstein famous for?", ("Albert Einstein is famous for [MASK].",)),
     ("Who's Barack Obama married to?", ("Barack Obama is married to [MASK].",)),
     ("Which country is Timbuktu in?", ("Timbuktu is in [MASK].",)),  # a stranded preposition
+    ("Which river is Cleveland at the mouth of?", ("Cleveland is at the mouth of [MASK].",)),
     ("What teams was Pele a member of?", ("Pele was a member of [MASK].",)),
     ("Who was Hamlet written by?", ("Hamlet was written by [MASK].",)),
     ("What was Cassius Clay later called?", ("Cassius Clay was later called [MASK].",)),
@@ -59,6 +60,13 @@ SHAPES = [  # (question, the statements it must give, the likeliest first)
     ("What did Alexander Graham Bell invent?", ("Alexander Graham Bell invented [MASK].",)),
     ("Who did Marilyn Monroe marry in 1954?", ("Marilyn Monroe married [MASK] in 1954.",)),
     ("How many moons does Mars have?", ("Mars has [MASK] moons.",)),
+    ("Which dynasty did Liu Bei found?", ("Liu Bei founded [MASK].",)),  # the base form, not "find"'s past
+    ("What did Elvis want to become?", ("Elvis wanted to become [MASK].",)),  # an infinitive asks for its object
+    ("What does a wave need to travel?", ("A wave needs to travel [MASK].",)),
+    (
+        "Which Australian did Roger Federer defeat to win his first title?",
+        ("Roger Federer defeated [MASK] to win his first title.",),  # an infinitive with its own object
+    ),
     ("Which river does Paris lie on?", ("Paris lies on [MASK].",)),
     ("Where did the Beatles come from?", ("The Beatles came from [MASK].",)),
     ("what year did the titanic sink", ("The titanic sank in [MASK].",)),
@@ -79,6 +87,7 @@ SHAPES = [  # (question, the statements it must give, the likeliest first)
         ('The Bananarama hit "Robert de Niro\'s Waiting" is from [MASK].',),
     ),
     ("Ganymede is a moon of which planet?", ("Ganymede is a moon of [MASK].",)),
+    ("mount everest is part of what mountain range", ("Mount everest is part of [MASK].",)),  # no "?" either
     (
         "how many episodes in season 3 of the walking dead",
         ("There are [MASK] episodes in season 3 of the walking dead.",),
@@ -159,5 +168,8 @@ def test_a_sentence_with_one_mask_is_asked_as_it_is_and_anything_else_is_refused
     assert not reads_as_question("whatsoever you do")
     assert reads_as_question("in which year was charlemagne crowned") and reads_as_question("during whose reign")
     assert reads_as_question("ampicillin shouldn't be given to people allergic to what")
+    assert reads_as_question("the iau is a member of which organisation")  # a wh-phrase ends it
+    assert reads_as_question("the eiffel tower was finished in what year")
+    assert not reads_as_question("This is the house in which I live")
     assert not reads_as_question("In the beginning was the word.") and not reads_as_question("Whatever.")
     assert reads_as_question('"What disease do the French call ""la Rage""?"')  # TriviaQA's quoting

@@ -22,6 +22,8 @@ QUESTION_WORDS = frozenset(
     "who whom whose what which when where why how is are was were do does did can could will would should "
     "has have had".split()
 )
+WH_DETERMINERS = frozenset({"which", "what", "whose"})  # "… of which organisation": a wh-phrase ends the question
+PRONOUNS = frozenset("i you he she it we they".split())
 PREPOSITIONS = frozenset("in on at to from by for with of during under after before since about into".split())
 How = Literal["mask", "statements", "question"]
 # How a question is asked: as the statements it stands for, or as the paper asks NQ and TriviaQA
@@ -48,13 +50,16 @@ def question_query(question: str) -> str:
 def reads_as_question(text: str) -> bool:
     """Whether a text without a mask is a question: it ends with "?", starts with a question word ("what's" and
     "whats" count), or with a preposition and a wh-word ("in which year", "during whose reign"), or ends with a
-    wh-word ("allergic to what"); quotes around it aside."""
+    wh-word ("allergic to what") or a short wh-phrase ("a member of which organisation", "born in what year");
+    quotes around it aside."""
     words = [w.lower().strip(QUOTES) for w in text.strip(QUOTES + " ").split()]
     if not words:
         return False
     first = re.sub(r"^(what|who|where|when|how)(?:['’]?s|['’](?:re|d|ll))$", r"\1", words[0])
     fronted = len(words) > 1 and words[0] in PREPOSITIONS and words[1] in WH_WORDS
-    return text.rstrip(QUOTES + " ").endswith("?") or first in QUESTION_WORDS or fronted or words[-1] in WH_WORDS
+    tail = next((words[i + 1 :] for i in (-3, -2) if len(words) > -i and words[i] in WH_DETERMINERS), None)
+    ending = words[-1] in WH_WORDS or (tail is not None and PRONOUNS.isdisjoint(tail))  # "in which I live": relative
+    return text.rstrip(QUOTES + " ").endswith("?") or first in QUESTION_WORDS or fronted or ending
 
 
 def ask(text: str, form: Form = "statements") -> Asked:

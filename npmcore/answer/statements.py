@@ -56,6 +56,8 @@ NOT_SUBJECT = frozenset({"VBN", "VBG", "VBD", "IN", "TO", "RB", "RBR", "JJ", "JJ
 PREDICATE = frozenset({"VBN", "VBD", "VBG", "JJ", "JJR", "JJS", "RB", "RBS", "RP"})
 NOUN_BEFORE = frozenset({"DT", "JJ", "PRP$", "POS"})  # a word after these is a noun ("the [turn] of the screw")
 OBJECT_BEFORE = frozenset({"IN", "DT", "TO", "PRP$", "POS"})  # a word after these is an object, not a predicate
+# where a predicate starts after a name: "Cleveland [at] the mouth of" (not "of", "for": "the Bank of England")
+LOCATIVES = frozenset({"at", "on", "near", "along", "beside", "off", "inside", "outside", "under", "above", "below"})
 PARTICLES = frozenset({"out", "up", "off", "down", "back", "away", "together", "apart"})  # "come out": no gap after
 SUBORDINATORS = frozenset({"when", "while", "whilst", "after", "before", "because", "although", "though", "until"})
 ADVERBS = frozenset({"first", "last", "once", "also", "later", "originally", "mostly", "mainly", "usually", "still"})
@@ -207,6 +209,8 @@ def _inverted(text: str, rest: list[Token], wh: WhPhrase) -> list[str] | None:
         at = at if at is not None else (named or bases or [None])[0] if named else bases[-1] if bases else None
         if at is None and stranded == len(words) - 1 and words[-1].lower in verb_lemmas(words[-1].lower):
             at, stranded = stranded, None  # "what shells do hermit crabs like": a verb tagged as a preposition
+    if at is not None and at > 2 and words[at - 1].tag == "TO" and verb_lemmas(words[at - 2].lower):
+        at -= 2  # the verb before an infinitive: "did X [want] to become", "does a wave [need] to travel"
     if at is None:
         if perfect and wh.kind != "how-many" or aux.lower in DO:  # the clause's own verb: "Who did the voice"
             return _as_subject(text, rest, wh)
@@ -216,6 +220,12 @@ def _inverted(text: str, rest: list[Token], wh: WhPhrase) -> list[str] | None:
         return None
     subject, verb = words[:at], words[at]
     verb_end = at + 1
+    if verb_end + 1 < len(words) and words[verb_end].tag == "TO" and verb_lemmas(words[verb_end + 1].lower):
+        after = verb_end + 2  # an infinitive without an object of its own asks for it: "X wanted to become [MASK]"
+        if after < len(words) and words[after].tag == "VBN":
+            after += 1  # "began to be called [MASK]"
+        if after == len(words) or after == stranded or words[after].tag in ("IN", "TO", "RB", "RP"):
+            verb_end = after  # (else the gap is the verb's own: "X defeated [MASK] to win his first title")
     if (
         verb_end < len(words)
         and verb_end != stranded
@@ -223,8 +233,9 @@ def _inverted(text: str, rest: list[Token], wh: WhPhrase) -> list[str] | None:
     ):
         verb_end += 1  # "give up", "come out"
     verb_text = span(text, words[at:verb_end])
-    if aux.lower in DO:
-        verb_text = inflected(verb_lemma(verb.text), DO[aux.lower]) + verb_text[len(verb.text) :]
+    if aux.lower in DO:  # the verb's base form after "do" ("did Liu Bei found" -> "founded", not "find"'s past)
+        base = verb.lower if verb.lower in verb_lemmas(verb.lower) else verb_lemma(verb.text)
+        verb_text = inflected(base, DO[aux.lower]) + verb_text[len(verb.text) :]
     else:
         verb_text = f"{aux.text} {verb_text}"  # "will win", "has directed"
     return [_filled(text, subject, verb_text, words[verb_end:], _shifted(stranded, verb_end), wh)]
@@ -284,7 +295,7 @@ def _second_phrase(words: list[Token], k: int, stranded: bool) -> bool:
     """Whether a predicate starts at ``words[k]`` after the subject's noun: "X [a member] of", "X [sharing] borders
     with", and before a stranded preposition "the Qikiqtaaluk Region [part] of"."""
     before, word = words[k - 1].tag, words[k].tag
-    proper = stranded and before in ("NNP", "NNPS") and word == "NN"
+    proper = stranded and before in ("NNP", "NNPS") and (word == "NN" or words[k].lower in LOCATIVES)
     return before in NOUNISH and word in ("DT", "PRP$", "VBG", "VBN") or proper
 
 
