@@ -31,7 +31,7 @@ import itertools
 import logging
 import math
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
@@ -503,10 +503,7 @@ class NPM:
         scoring, with the encoder's calibrator) its confidence; with ``keep``, only answers whose text it keeps
         (among the first :data:`KEPT_FROM` phrases)."""
         answers = []
-        confidence = None
         ranks = min(len(phrases.scores), config.answers if keep is None else KEPT_FROM)
-        if phrases.parts is not None and self.calibrator is not None:
-            confidence = self.calibrator.confidence(confidence_features(phrases, query, ranks))
         for rank in range(ranks):
             if len(answers) == config.answers:
                 break
@@ -526,10 +523,14 @@ class NPM:
             parts = (
                 None if phrases.parts is None else dict(zip(FEATURE_NAMES, phrases.parts[rank].tolist(), strict=True))
             )
-            sure = None if confidence is None else float(confidence[rank])
             text = self.evidence.surface(evidence[0])
             if keep is None or keep(text):
-                answers.append(Answer(text, ids, float(phrases.scores[rank]), evidence, parts, sure, rank))
+                answers.append(Answer(text, ids, float(phrases.scores[rank]), evidence, parts, None, rank))
+        if answers and phrases.parts is not None and self.calibrator is not None:
+            # each phrase's features are its own: only the answers kept are rated
+            rows = confidence_features(phrases, query, ranks)[[a.rank for a in answers]]
+            sure = self.calibrator.confidence(rows)
+            answers = [replace(a, confidence=float(c)) for a, c in zip(answers, sure, strict=True)]
         return answers
 
 
