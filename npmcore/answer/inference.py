@@ -483,7 +483,7 @@ class NPM:
     ) -> Iterator[list[tuple[str, Phrases, list[Answer]]]]:
         """What :meth:`answer` chooses from: for each asked, each of its queries with its phrases and answers (all
         queries answered in one batch), only answers of the kind its question asks for (a place, a time, a number:
-        :func:`npmcore.answer.statements.fits`)."""
+        :func:`npmcore.answer.questions.fits`)."""
         queries = [q for a in asked for q in a.queries]
         found = zip(queries, self.phrases(queries, config), strict=True)
         for a in asked:
