@@ -49,6 +49,7 @@ from ranker import CLOZE_SETS, DATA, DATED, dev_tasks  # noqa: E402
 from flows.evaluate import EvalParams, runs_of, task_indexes  # noqa: E402
 from flows.params import ClusterParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
+from npmcore.answer.answering import answers_by_query  # noqa: E402
 from npmcore.answer.asking import Asked  # noqa: E402
 from npmcore.answer.confidence import CONFIDENCE_FILE, confidence_features, fit_calibrator, shown  # noqa: E402
 from npmcore.answer.inference import NPM, InferenceConfig  # noqa: E402
@@ -78,7 +79,7 @@ TYPED_WEIGHT = 3.0
 
 def answered(npm: NPM, task: Task, params: EvalParams) -> Answered:
     """(features, right, fact, query) of the best :data:`ANSWERS` answers of every query each fact is asked as
-    (:meth:`npmcore.answer.inference.NPM.answered`: a question's statements and its paper form, answers of the kind
+    (:func:`npmcore.answer.answering.answers_by_query`: a question's statements and its paper form, answers of the kind
     it asks for), as the evaluation answers them; a query's rows consecutive, best first."""
     ((_, tau),) = runs_of(task, params)
     config = replace(params.inference(tau, task.name), answers=ANSWERS)
@@ -86,7 +87,7 @@ def answered(npm: NPM, task: Task, params: EvalParams) -> Answered:
     for lo in range(0, len(task.examples), BATCH):
         examples = task.examples[lo : lo + BATCH]
         asked = [ex.asked or Asked(ex.query, (ex.query,), "mask") for ex in examples]
-        for n, (ex, mine) in enumerate(zip(examples, npm.answered(asked, config), strict=True)):
+        for n, (ex, mine) in enumerate(zip(examples, answers_by_query(npm, asked, config), strict=True)):
             for k, (text, phrases, answers) in enumerate(mine):
                 if not answers:
                     continue

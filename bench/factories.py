@@ -63,7 +63,8 @@ def main() -> None:
     from npmcore.cluster import dask_client
     from npmcore.corpus.ingest import ingest
     from npmcore.index.datastore import build_datastore
-    from npmcore.index.faiss_index import OPQ_ITERATIONS, default_train_size, rescore, set_search_params, train_index
+    from npmcore.index.faiss_index import OPQ_ITERATIONS, rescore, set_search_params, train_index
+    from npmcore.index.index_choice import default_train_size
     from npmcore.index.indexer import IndexConfig, build_index
     from npmcore.snapshots import iter_shards
 
@@ -75,7 +76,9 @@ def main() -> None:
                 datastore = build_datastore(corpus, store, client=client)
         vectors = np.concatenate([np.asarray(a["vectors"], dtype=np.float32) for _, a in iter_shards(datastore)])
         npm = NPM(build_index(datastore, IndexConfig(factory="Flat", bm25=False)))
-        queries = npm.encode_queries(masked_sentences(DATA / "wiki_63", args.queries), 2).reshape(-1, npm.index.d)
+        queries = npm.encode_queries(masked_sentences(DATA / "wiki_63", args.queries), 2).reshape(
+            -1, npm.retrieval.index.d
+        )
     exact = faiss.IndexFlatIP(vectors.shape[1])
     exact.add(vectors)
     truth = exact.search(queries, args.k)[1]

@@ -134,12 +134,14 @@ def main() -> None:
 
         npm = NPM(index_url)
         queries = masked_sentences(held_out, args.queries)
-        q = npm.encode_queries(queries, 2).reshape(-1, npm.index.d) * npm.scale  # q_start and q_end of each query
-        exact = faiss.IndexFlatIP(npm.index.d)
+        q = (
+            npm.encode_queries(queries, 2).reshape(-1, npm.retrieval.index.d) * npm.scale
+        )  # q_start and q_end of each query
+        exact = faiss.IndexFlatIP(npm.retrieval.index.d)
         for _, arrays in iter_shards(datastore):
             exact.add(np.asarray(arrays["vectors"], dtype=np.float32))
         _, truth = search(exact, q, args.k)
-        _, found = npm.search(q, InferenceConfig(k=args.k))
+        _, found = npm.retrieval.search(q, args.k)
         recall = overlap(found, truth)
         del exact
 

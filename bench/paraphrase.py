@@ -60,7 +60,7 @@ def diagnose(npm: NPM, evaluated: Task, kinds: dict[str, str], config: Inference
     for start in range(0, len(evaluated.examples), BATCH):
         examples = evaluated.examples[start : start + BATCH]
         for ex, phrases in zip(examples, npm.phrases([ex.query for ex in examples], config), strict=True):
-            top = npm.top_answers(ex.query, phrases, replace(config, answers=1))
+            top = npm.answers_from(ex.query, phrases, replace(config, answers=1))
             text = top[0].text if top else ""
             decoded = (npm.tokenizer.decode(ids[ids >= 0].tolist()) for ids in phrases.token_ids)
             rank = gold_rank(decoded, ex.answers)

@@ -36,7 +36,7 @@ from flows.index import IndexParams, index_corpus  # noqa: E402
 from flows.ingest import ingest_corpus  # noqa: E402
 from flows.params import IngestParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
-from npmcore.answer.inference import NPM, InferenceConfig  # noqa: E402
+from npmcore.answer.inference import NPM  # noqa: E402
 from npmcore.evaluation.tasks import load_task  # noqa: E402
 from npmcore.machine import cpu_name  # noqa: E402
 from npmcore.snapshots import DatastoreRows, open_datastore  # noqa: E402
@@ -77,7 +77,7 @@ def main() -> None:
                 np.arange(open_datastore(stored).manifest.counts["tokens"])
             )
             exact[precision] = exact_top_k(vectors[precision], q, args.k)
-            found[precision] = npm.search(q, InferenceConfig(k=args.k))[1]
+            found[precision] = npm.retrieval.search(q, args.k)[1]
     f32, bf16 = vectors["f32"], vectors["bf16"]
     cosine = (f32 * bf16).sum(1) / (np.linalg.norm(f32, axis=1) * np.linalg.norm(bf16, axis=1))
     result = {

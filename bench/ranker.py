@@ -44,8 +44,14 @@ from paper_table import COMBINED_PASSAGES, KNOWLEDGE_PASSAGES, NAMES_PASSAGES, Q
 from flows.evaluate import EvalParams, runs_of, task_indexes  # noqa: E402
 from flows.params import ClusterParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
-from npmcore.answer.inference import NPM, InferenceConfig, ranker_of  # noqa: E402
-from npmcore.answer.ranking import RANKER_FILE, Labelled, Ranker, fit_ranker  # noqa: E402
+from npmcore.answer.inference import NPM, InferenceConfig  # noqa: E402
+from npmcore.answer.ranking import (  # noqa: E402
+    RANKER_FILE,
+    Labelled,
+    Ranker,
+    fit_ranker,
+    ranker_of,  # noqa: E402
+)
 from npmcore.cluster import dask_cluster  # noqa: E402
 from npmcore.encoder import default_encoder_path, local_model_dir  # noqa: E402
 from npmcore.evaluation.diagnostics import right_answers  # noqa: E402

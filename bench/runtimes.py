@@ -49,7 +49,8 @@ def main() -> None:
     parser.add_argument("--every", type=int, default=12, help="take every N-th block of the corpus")
     parser.add_argument("--threads", type=int, nargs="+", default=[1, torch.get_num_threads()])
     args = parser.parse_args()
-    from npmcore.corpus.ingest import IngestConfig, ingest
+    from npmcore.corpus.ingest import ingest
+    from npmcore.corpus.partitions import IngestConfig
     from npmcore.corpus.readers import default_corpus
     from npmcore.snapshots import read_blocks
 

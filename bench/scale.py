@@ -206,7 +206,7 @@ def measure_point(files: int, root: Path, args) -> tuple[dict, dict]:
     from index import masked_sentences
     from topk import overlap
 
-    from npmcore.answer.inference import NPM, InferenceConfig
+    from npmcore.answer.inference import NPM
     from npmcore.snapshots import open_index
     from npmcore.storage import read_manifest
 
@@ -223,9 +223,9 @@ def measure_point(files: int, root: Path, args) -> tuple[dict, dict]:
     tokens = manifest.counts["tokens"]
     npm = NPM(index)
     queries = masked_sentences(DATA / "wiki_63", args.queries)
-    q = npm.encode_queries(queries, 2).reshape(-1, npm.index.d) * npm.scale
+    q = npm.encode_queries(queries, 2).reshape(-1, npm.retrieval.index.d) * npm.scale
     truth = exact_top_k(datastore, q, args.k)
-    _, found = npm.search(q, InferenceConfig(k=args.k))
+    _, found = npm.retrieval.search(q, args.k)
     point = {
         "files": files,
         "tokens": tokens,
@@ -255,14 +255,15 @@ def measure_layouts(last: dict, address: str, args) -> list[dict]:
     from distributed import Client
     from topk import overlap
 
-    from npmcore.answer.inference import NPM, InferenceConfig
-    from npmcore.index.faiss_index import default_factory, is_ivf
+    from npmcore.answer.inference import NPM
+    from npmcore.index.faiss_index import is_ivf
+    from npmcore.index.index_choice import default_factory
     from npmcore.index.indexer import IndexConfig, build_index
     from npmcore.storage import read_manifest
 
     default = NPM(last["index"])
-    ivf = is_ivf(default.index)
-    other = default_factory(default.index.d, default.index.ntotal, ivf=not ivf)
+    ivf = is_ivf(default.retrieval.index)
+    other = default_factory(default.retrieval.index.d, default.retrieval.index.ntotal, ivf=not ivf)
     start = time.perf_counter()
     with Client(address) as client:
         url = build_index(last["datastore"], IndexConfig(factory=other, bm25=False), client)
@@ -271,16 +272,14 @@ def measure_layouts(last: dict, address: str, args) -> list[dict]:
     for npm, built_s in ((default, None), (NPM(url), build_s)):
         manifest = read_manifest(npm.url)
         rows = []
-        for nprobe in args.nprobe if is_ivf(npm.index) else [None]:
+        for nprobe in args.nprobe if is_ivf(npm.retrieval.index) else [None]:
             for rerank in args.rerank:
-                config = InferenceConfig(
-                    k=args.k, rerank=rerank, search_params=None if nprobe is None else f"nprobe={nprobe}"
-                )
-                _, found = npm.search(last["q"], config)
+                params = None if nprobe is None else f"nprobe={nprobe}"
+                _, found = npm.retrieval.search(last["q"], args.k, rerank, params)
                 timed = []
                 for row in last["q"]:
                     start = time.perf_counter()
-                    npm.search(row[None], config)
+                    npm.retrieval.search(row[None], args.k, rerank, params)
                     timed.append(1000 * (time.perf_counter() - start))
                 rows.append(
                     {

@@ -122,7 +122,8 @@ def second_index(index: str) -> str:
     size over the same datastore; of one of BM25 alone, the same corpus's BM25 for its encoder named the other
     way (the default encoder by its folder, or by default): another snapshot, the same query encoder."""
     from npmcore.encoder import default_encoder_path
-    from npmcore.index.indexer import IndexConfig, build_bm25_index, build_index
+    from npmcore.index.bm25_index import build_bm25_index
+    from npmcore.index.indexer import IndexConfig, build_index
     from npmcore.snapshots import open_index
 
     served = open_index(index)

@@ -26,11 +26,13 @@ configure_environment()
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from npmcore.corpus.ingest import IngestConfig, ingest  # noqa: E402
+from npmcore.corpus.ingest import ingest  # noqa: E402
+from npmcore.corpus.partitions import IngestConfig  # noqa: E402
 from npmcore.encoder import load_tokenizer  # noqa: E402
 from npmcore.model.batching import iter_batches  # noqa: E402
 from npmcore.model.masking import mask_spans  # noqa: E402
-from npmcore.model.train import PRESETS, training_rarity  # noqa: E402
+from npmcore.model.step_batches import training_rarity  # noqa: E402
+from npmcore.model.train_config import PRESETS  # noqa: E402
 from npmcore.rarity import KINDS, kind_shares, piece_kinds, token_kinds, word_kinds  # noqa: E402
 from npmcore.vocab import vocab_tables  # noqa: E402
 

@@ -22,10 +22,12 @@ configure_environment()
 
 import torch  # noqa: E402
 
-from npmcore.corpus.ingest import IngestConfig, ingest  # noqa: E402
+from npmcore.corpus.ingest import ingest  # noqa: E402
+from npmcore.corpus.partitions import IngestConfig  # noqa: E402
 from npmcore.corpus.readers import default_corpus  # noqa: E402
 from npmcore.encoder import load_masked_lm  # noqa: E402
-from npmcore.model.train import configure, held_out_metrics, train  # noqa: E402
+from npmcore.model.train import held_out_metrics, train  # noqa: E402
+from npmcore.model.train_config import configure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -25,21 +25,12 @@ configure_environment()
 
 import torch  # noqa: E402
 
-from npmcore.corpus.ingest import IngestConfig, ingest  # noqa: E402
-from npmcore.model.train import (  # noqa: E402
-    PRESETS,
-    StepBatch,
-    StepStats,
-    TrainConfig,
-    autocast,
-    configure,
-    encoded_tokens,
-    mask_batch,
-    micro_batches,
-    precision,
-    train,
-    training_model,
-)
+from npmcore.corpus.ingest import ingest  # noqa: E402
+from npmcore.corpus.partitions import IngestConfig  # noqa: E402
+from npmcore.model.step_batches import StepBatch, mask_batch, micro_batches  # noqa: E402
+from npmcore.model.step_stats import StepStats, encoded_tokens  # noqa: E402
+from npmcore.model.train import autocast, precision, train, training_model  # noqa: E402
+from npmcore.model.train_config import PRESETS, TrainConfig, configure  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 

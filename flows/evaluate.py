@@ -16,8 +16,9 @@ from flows.params import ClusterParams, IngestParams, PrecisionSetting, StoreURL
 from flows.results import EvalRow
 from npmcore.answer.asking import Form
 from npmcore.answer.confidence import CONFIDENCE_FILE
-from npmcore.answer.inference import InferenceConfig, Scoring, ranker_of
+from npmcore.answer.inference import InferenceConfig, Scoring
 from npmcore.answer.knnlm import MASKED_SYSTEMS, MaskedSystem
+from npmcore.answer.ranking import ranker_of
 from npmcore.cluster import dask_cluster
 from npmcore.encoder import default_encoder_path, local_model_dir
 from npmcore.evaluation.baselines import BASELINES
@@ -335,7 +336,7 @@ def ranker_json(index: str, settings: RunSettings) -> str:
 
 def calibrators_json(index: str, settings: RunSettings) -> str:
     """The confidence calibrators evidence scoring may use on ``index`` (the checksums of the encoder's and the
-    shipped encoder's ``confidence.npz``, :func:`npmcore.answer.inference.calibrator_of`), as JSON: an input of the
+    shipped encoder's ``confidence.npz``, :func:`npmcore.answer.confidence.calibrator_of`), as JSON: an input of the
     evaluation task, like the ranker."""
     encoder = settings.encoder or open_index(index).encoder or str(default_encoder_path())
     folders = (Path(local_model_dir(encoder)), Path(default_encoder_path()))

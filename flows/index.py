@@ -12,9 +12,9 @@ from pydantic import BaseModel, Field
 
 from flows.params import ClusterParams, PrecisionSetting, StoreURL, default_store
 from npmcore.cluster import dask_client, dask_cluster, worker_threads
+from npmcore.durations import duration_in_one_unit
 from npmcore.forward import BATCH_TOKENS, Precision
 from npmcore.index.datastore import embedding_precision, embedding_seconds
-from npmcore.index.faiss_index import duration
 from npmcore.index.indexer import IndexConfig, corpus_choice
 from npmcore.model.query_encoder import embedding_encoder
 from npmcore.snapshots import newest_corpus, open_index
@@ -162,7 +162,12 @@ def log_plan(
     logger = get_run_logger()
     for what, value in choice.rows():
         logger.info("index plan: %s: %s", what, value)
-    logger.info("index plan: embedding: %s on %d worker threads in %s", duration(plan["embedding"]), threads, precision)
+    logger.info(
+        "index plan: embedding: %s on %d worker threads in %s",
+        duration_in_one_unit(plan["embedding"]),
+        threads,
+        precision,
+    )
     return plan
 
 

@@ -4,7 +4,7 @@ from prefect import flow
 
 from flows.params import IngestParams
 from npmcore.cluster import dask_cluster
-from npmcore.corpus.ingest import IngestConfig
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.corpus.readers import default_corpus
 from tasks.ingest import ingest_corpus_task
 

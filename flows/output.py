@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from npmcore.storage import Manifest
 
 UNBOUNDED = 10_000  # a console width at which a table measures as wide as it would like to be
-# The counts of an ingest of WARC files (npmcore.corpus.ingest.deduplicate), in the order a page goes through them
+# The counts of an ingest of WARC files (npmcore.corpus.warc_shards.deduplicate), in the order a page goes through them
 CRAWL_COUNTS = {
     "records": "records",
     "pages": "HTML pages (HTTP 200)",

@@ -10,8 +10,8 @@ from pydantic import BaseModel, Field, model_validator
 from flows.params import StoreURL, default_store
 from flows.promote import PromoteParams, promote
 from npmcore.adapt.query_train import CLOZE, QueryTrainConfig
-from npmcore.index.indexer import build_bm25_index
-from npmcore.model.train import TrainConfig, configure
+from npmcore.index.bm25_index import build_bm25_index
+from npmcore.model.train_config import TrainConfig, configure
 from npmcore.serve.serving import serving_index
 from npmcore.snapshots import newest_corpus
 from npmcore.tracking import check_registered, resolve_encoder
@@ -83,7 +83,7 @@ class TrainParams(BaseModel):
         return self
 
     def config(self, corpus: str, encoder: str | None, neighbours: str | None) -> TrainConfig:
-        """The preset with the fields given here on top (:func:`npmcore.model.train.configure`); ``neighbours``:
+        """The preset with the fields given here on top (:func:`npmcore.model.train_config.configure`); ``neighbours``:
         the BM25 index of the corpus that bm25 batches search."""
         fields = {f for f in TrainConfig.__dataclass_fields__ if f not in ("corpus", "encoder", "neighbours")}
         given = self.model_dump(include=fields)

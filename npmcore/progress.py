@@ -21,6 +21,8 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
+from npmcore.durations import duration_in_whole_units
+
 log = logging.getLogger(__name__)
 LOG_EVERY_S = 30.0  # a log line at least this often while a stage runs
 LOG_EVERY_SHARE = 0.1  # and whenever another tenth of its total is done
@@ -70,9 +72,9 @@ class ProgressLog:
         text = f"{self.description}: {counts}"
         if self.total:
             text += f" ({100 * self.done / self.total:.0f}%)"
-        text += f", {rate:,.0f} {self.unit}/s, {_duration(elapsed)} elapsed"
+        text += f", {rate:,.0f} {self.unit}/s, {duration_in_whole_units(elapsed)} elapsed"
         if self.total and rate > 0 and self.done < self.total:
-            text += f", about {_duration((self.total - self.done) / rate)} left"
+            text += f", about {duration_in_whole_units((self.total - self.done) / rate)} left"
         return text + (f"; {self.detail}" if self.detail else "")
 
     def _log(self) -> None:
@@ -85,12 +87,6 @@ class ProgressLog:
             with self._lock:
                 if time.monotonic() - self.logged >= self.every_s:
                     self._log()
-
-
-def _duration(seconds: float) -> str:
-    minutes, s = divmod(round(seconds), 60)
-    hours, m = divmod(minutes, 60)
-    return f"{hours} h {m} min" if hours else f"{m} min {s} s" if m else f"{s} s"
 
 
 @contextmanager

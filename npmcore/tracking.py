@@ -147,7 +147,7 @@ def register_checkpoint(run_dir: str, uri: str, experiment: str, alias: str | No
     in a new MLflow run, as :func:`log_config` and :func:`log_encoder` do for the train flow."""
     from dataclasses import asdict
 
-    from npmcore.model.train import load_trained
+    from npmcore.model.trained import load_trained
 
     tokenizer, model, config = load_trained(run_dir)
     with tracking(uri, experiment), mlflow.start_run():

@@ -75,8 +75,8 @@ def evaluate_run_task(
     lineage params, the index and corpus as dataset inputs, score, predictions and, for LAMA,
     the accuracy by answer length. ``ranker``: the weights of evidence scoring (JSON of
     :class:`~npmcore.answer.ranking.Ranker`), logged with open-set runs that use them; ``calibrators``: the confidence
-    calibrators the encoder may use (:func:`npmcore.answer.inference.calibrator_of`), an input so that a refitted one is
-    never answered from the cache. With a confidence per prediction, the run logs its calibration
+    calibrators the encoder may use (:func:`npmcore.answer.confidence.calibrator_of`), an input so that a refitted one
+    is never answered from the cache. With a confidence per prediction, the run logs its calibration
     (``calibration.ece``, ``calibration.aurc``, ``calibration.accuracy_at_<coverage>``), the reliability diagram
     and the risk-coverage curve. The same inputs (index snapshots are immutable) give the cached result."""
     snapshot = open_index(index)
@@ -158,7 +158,7 @@ def masked_study_task(evaluated: Task, index: str, sweep: MaskedSweep, settings:
         head = MaskedLMHead(npm.encoder_source, npm.fingerprint)
         needs_search = any(s != "mlm" for s in sweep.systems)
         found = (
-            searchers(npm.index, snapshot.datastore, npm.corpus.offsets, sweep.fractions, sweep.exact)
+            searchers(npm.retrieval.index, snapshot.datastore, npm.corpus.offsets, sweep.fractions, sweep.exact)
             if needs_search
             else []
         )

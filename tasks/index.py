@@ -4,11 +4,11 @@ from prefect import task
 
 from npmcore.cluster import dask_client
 from npmcore.forward import BATCH_TOKENS, Precision
+from npmcore.index.bm25_index import build_bm25_index
 from npmcore.index.datastore import build_datastore, plan_datastore
 from npmcore.index.indexer import (
     IndexConfig,
     build_bm25_files,
-    build_bm25_index,
     build_faiss_files,
     commit_index,
     existing_index,

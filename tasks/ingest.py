@@ -3,8 +3,9 @@
 from prefect import task
 
 from npmcore.cluster import dask_client
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
 from npmcore.corpus.inputs import input_bytes
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.progress import shard_progress
 from tasks import HOUR, is_transient
 

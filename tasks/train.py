@@ -11,7 +11,10 @@ from prefect import task
 from npmcore.adapt.query_train import QueryStepStats, QueryTrainConfig, export_query_encoder, train_query
 from npmcore.encoder import load_masked_lm
 from npmcore.model.query_encoder import QUERY_ENCODER, passage_side
-from npmcore.model.train import StepStats, TrainConfig, export_checkpoint, held_out_metrics, load_trained, train
+from npmcore.model.step_stats import StepStats
+from npmcore.model.train import held_out_metrics, train
+from npmcore.model.train_config import TrainConfig
+from npmcore.model.trained import export_checkpoint, load_trained
 from npmcore.progress import step_progress
 from npmcore.storage import join
 from npmcore.tracking import QUERY_MODEL, describe_version, log_config, log_encoder, log_snapshot_input, tracking

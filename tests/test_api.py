@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from flows.cli import app as cli
 from npmcore.index.indexer import IndexConfig, build_index
-from npmcore.serve.api import Service, Settings, create_app
+from npmcore.serve.api import create_app
+from npmcore.serve.service import Service, Settings
 from npmcore.serve.serving import read_serving, rollback_serving, serve_if_unset, serving_index, set_serving
 from npmcore.storage import SnapshotError
 
@@ -98,6 +99,7 @@ def test_predict_ranks_by_evidence_or_by_npm_and_explains_its_scores(client, sto
 
 
 def test_a_question_is_asked_as_its_statements_and_the_answer_says_how(client):
+    from npmcore.answer.answering import best_answers
     from npmcore.answer.asking import ask
     from npmcore.answer.inference import NPM, InferenceConfig
 
@@ -111,7 +113,7 @@ def test_a_question_is_asked_as_its_statements_and_the_answer_says_how(client):
     assert result["query"] == question and result["asked"]["how"] == "statements"
     assert result["asked"]["queries"] == list(asked.queries) and result["asked"]["answered"] in asked.queries
     npm = NPM(client.get("/v1/index").json()["index"])
-    ((answered, expected),) = npm.answer([asked], InferenceConfig(answers=3))
+    ((answered, expected),) = best_answers(npm, [asked], InferenceConfig(answers=3))
     assert result["asked"]["answered"] == answered and [a["text"] for a in result["answers"]] == [
         a.text for a in expected
     ]
@@ -360,7 +362,7 @@ def test_an_index_whose_datastore_lost_bytes_is_refused_by_serving_set_and_by_th
 @pytest.fixture(scope="module")
 def bm25_only(store):
     """An index of BM25 alone of the news corpus, in the served store."""
-    from npmcore.index.indexer import build_bm25_index
+    from npmcore.index.bm25_index import build_bm25_index
     from npmcore.snapshots import open_index
 
     return build_bm25_index(open_index(store[1]).corpus)
@@ -387,8 +389,9 @@ def test_an_index_of_bm25_alone_refuses_knn_requests_with_a_4xx_naming_why(store
 def test_a_batch_that_mixes_what_the_index_answers_fails_only_the_requests_it_cannot(store, bm25_only):
     """An index swapped in between a request's check and its batch: the requests it cannot answer get the
     reason, the others their answers."""
-    from npmcore.answer.inference import Unsupported
-    from npmcore.serve.api import Item, PredictRequest, run_predict
+    from npmcore.answer.retrieval import Unsupported
+    from npmcore.serve.api import PredictRequest
+    from npmcore.serve.service import Item, run_predict
 
     service = Service(Settings(store=store[0]))
     service.load(bm25_only)

@@ -17,7 +17,8 @@ from typer.testing import CliRunner
 from flows.backfill import BackfillParams, dump_format
 from flows.cli import app
 from npmcore.answer.inference import NPM, InferenceConfig
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.corpus.readers import CorpusError, iter_wiki_pages
 from npmcore.index.datastore import build_datastore
 from npmcore.index.faiss_index import read_index, sa_encode, stored_codes
@@ -141,7 +142,9 @@ def test_backfill_embeds_only_new_blocks_and_keeps_both_versions_queryable(dump_
     evidence_titles = {}
     for url in (old_index, new_index):
         npm = NPM(url)
-        evidence_titles[url] = {npm.evidence.passage(b).title for b in npm.bm25_blocks(query, config.passages)}
+        evidence_titles[url] = {
+            npm.evidence.passage(b).title for b in npm.retrieval.bm25_blocks(query, config.passages)
+        }
         assert npm.predict([query], config)[0]
     assert deleted in evidence_titles[old_index] and deleted not in evidence_titles[new_index]
 
@@ -198,8 +201,8 @@ def test_a_wikiextractor_dump_backfills_an_index_of_bm25_alone(tmp_path):
     assert new.manifest.counts["blocks"] == sum(1 for t in read_blocks(new.corpus, ["title"]) for _ in t.column(0))
     searched = {url: NPM(url) for url in (old_index, new_index)}
     for fact in (f for f in changed if f.page_id in keep):
-        before = searched[old_index].passages(fact.query, 3)
-        after = searched[new_index].passages(fact.query, 3)
+        before = searched[old_index].retrieval.passages(fact.query, 3)
+        after = searched[new_index].retrieval.passages(fact.query, 3)
         assert in_passages(fact.answers_2020, after) and not in_passages(fact.answers_2020, before), fact
 
 

@@ -11,7 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.model.batching import _shard_documents, by_length, group_documents, iter_batches
 from npmcore.snapshots import read_blocks
 from npmcore.storage import SnapshotError

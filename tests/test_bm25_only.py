@@ -7,7 +7,7 @@ import pytest
 from reference import QUERIES
 
 from npmcore.answer.inference import NPM, InferenceConfig
-from npmcore.index.indexer import build_bm25_index
+from npmcore.index.bm25_index import build_bm25_index
 from npmcore.snapshots import open_index
 from npmcore.storage import SnapshotError
 
@@ -37,9 +37,9 @@ def test_answers_as_the_index_with_vectors_when_both_encode_their_passages(news_
     """The same BM25 passages and answers as the index with vectors whose passages are encoded again
     (its datastore left out), scores within float rounding."""
     alone, full = NPM(bm25_index), NPM(news_store.index)
-    full._stored = None  # the reference: the same passages encoded now, as the index of BM25 alone does
+    full.retrieval.stored = None  # the reference: the same passages encoded now, as the index of BM25 alone does
     for query in QUERIES:
-        assert alone.bm25_blocks(query, 3) == full.bm25_blocks(query, 3)
+        assert alone.retrieval.bm25_blocks(query, 3) == full.retrieval.bm25_blocks(query, 3)
     config = InferenceConfig(answers=5)
     for mine, theirs in zip(alone.predict(QUERIES, config), full.predict(QUERIES, config), strict=True):
         assert [a.text for a in mine] == [a.text for a in theirs]
@@ -50,23 +50,23 @@ def test_answers_as_the_index_with_vectors_when_both_encode_their_passages(news_
 def test_a_passage_is_encoded_once_per_process_and_read_back_as_it_was_encoded(news_store, bm25_index, monkeypatch):
     """Two indexes of the same corpus share their passages' vectors (the process's cache): the second encodes
     none, and every vector is the one an uncached encode gives."""
-    from npmcore.answer import inference
+    from npmcore.answer import retrieval
     from npmcore.answer.passage_vectors import PassageVectors
 
-    monkeypatch.setattr(inference, "PASSAGES", PassageVectors())
+    monkeypatch.setattr(retrieval, "PASSAGES", PassageVectors())
     alone, full = NPM(bm25_index), NPM(news_store.index)
-    full._stored = None  # it encodes its passages too
-    blocks = sorted({b for query in QUERIES for b in alone.bm25_blocks(query, 3)})
-    first = alone.block_vectors(blocks)
-    assert len(inference.PASSAGES) == len(blocks)
+    full.retrieval.stored = None  # it encodes its passages too
+    blocks = sorted({b for query in QUERIES for b in alone.retrieval.bm25_blocks(query, 3)})
+    first = alone.retrieval.block_vectors(blocks)
+    assert len(retrieval.PASSAGES) == len(blocks)
     encoded = []
-    monkeypatch.setattr(inference, "encode", lambda *args, **kwargs: encoded.append(args) or [])
-    again = full.block_vectors(blocks)  # no passage encoded: all found
+    monkeypatch.setattr(retrieval, "encode", lambda *args, **kwargs: encoded.append(args) or [])
+    again = full.retrieval.block_vectors(blocks)  # no passage encoded: all found
     assert encoded == [] and all(np.array_equal(a, b) for a, b in zip(first, again, strict=True))
     monkeypatch.undo()
     reference = NPM(bm25_index)
-    monkeypatch.setattr(inference, "PASSAGES", PassageVectors(budget=0))  # nothing kept: encoded now
-    for mine, theirs in zip(first, reference.block_vectors(blocks), strict=True):
+    monkeypatch.setattr(retrieval, "PASSAGES", PassageVectors(budget=0))  # nothing kept: encoded now
+    for mine, theirs in zip(first, reference.retrieval.block_vectors(blocks), strict=True):
         np.testing.assert_allclose(mine, theirs, atol=1e-5)
 
 

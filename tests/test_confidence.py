@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from npmcore.answer.answering import answers_by_query, best_answers
 from npmcore.answer.confidence import (
     BOOSTING,
     CONFIDENCE_FEATURES,
@@ -23,7 +24,8 @@ from npmcore.answer.confidence import (
     ranker_checksum,
     shown,
 )
-from npmcore.answer.inference import NPM, InferenceConfig, ranker_of
+from npmcore.answer.inference import NPM, InferenceConfig
+from npmcore.answer.ranking import ranker_of
 from npmcore.answer.trees import TreeEnsemble
 from npmcore.encoder import default_encoder_path
 from npmcore.evaluation.selective import (
@@ -137,7 +139,7 @@ def test_a_fitted_calibrator_is_calibrated_on_fresh_data_of_its_kind_and_survive
 @pytest.mark.parametrize("seed", range(5))
 def test_the_answers_shown_are_those_of_each_facts_most_confident_query(seed):
     """``shown`` against a loop over the facts: of each fact, the first answer of the query whose first answer is the
-    most confident, the first such query on a tie (NPM.answer's choice)."""
+    most confident, the first such query on a tie (best_answers's choice)."""
     rng = np.random.default_rng(seed)
     counts = rng.integers(1, 4, size=(40, 3))  # answers of each of a fact's three queries (a query may have none)
     counts[rng.random(counts.shape) < 0.2] = 0
@@ -264,7 +266,7 @@ def test_a_query_abstains_below_the_threshold_and_keeps_its_best_guess(npm):
 
 
 def test_a_question_gets_the_answers_of_its_most_confident_query_of_the_kind_it_asks_for(npm):
-    """NPM.answer: each of a question's queries answered with only answers of the kind it asks for (the same as its
+    """best_answers: each of a question's queries answered with only answers of the kind it asks for (the same as its
     unfiltered phrases kept by ``fits``, in rank order), and the answers given those of the query whose first answer
     is the most confident."""
     from npmcore.answer.asking import ask
@@ -274,12 +276,12 @@ def test_a_question_gets_the_answers_of_its_most_confident_query_of_the_kind_it_
     asked = ask("Where did Australian firefighters battle bushfires?")
     assert asked.expects == "place" and len(asked.queries) == 2
     config = InferenceConfig(answers=3)
-    (mine,) = list(npm.answered([asked], config))
+    (mine,) = list(answers_by_query(npm, [asked], config))
     assert [query for query, _, _ in mine] == list(asked.queries)
     for query, phrases, answers in mine:
-        every = npm.top_answers(query, phrases, replace(config, answers=KEPT_FROM))
+        every = npm.answers_from(query, phrases, replace(config, answers=KEPT_FROM))
         kept = [a for a in every if fits(a.text, "place")][: config.answers]
         assert [(a.text, a.rank, a.confidence) for a in answers] == [(a.text, a.rank, a.confidence) for a in kept]
-    ((query, answers),) = npm.answer([asked], config)
+    ((query, answers),) = best_answers(npm, [asked], config)
     best = max(mine, key=lambda m: m[2][0].confidence if m[2] else -1.0)
     assert (query, [a.text for a in answers]) == (best[0], [a.text for a in best[2]])

@@ -10,8 +10,9 @@ import mwxml
 import pytest
 from conftest import PYWB
 
-from npmcore.corpus.ingest import IngestConfig, documents, ingest, plan_partitions
+from npmcore.corpus.ingest import documents, ingest, plan_partitions
 from npmcore.corpus.inputs import expand_inputs
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.corpus.readers import (
     CorpusError,
     Document,

@@ -24,7 +24,8 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from npmcore.cluster import check_readable, dask_client
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.encoder import fast_forward, load_encoder
 from npmcore.index.bm25 import BM25Searcher
 from npmcore.index.datastore import build_datastore
@@ -262,7 +263,7 @@ def test_ingest_survives_a_worker_killed_halfway_through_a_shard(two_workers, ne
     shard is written again whole, and the snapshot is the news store's, ingested without a kill."""
     store = tmp_path / "store"
     lost = two_workers.run_on_scheduler(lost_tasks, "write_shard")
-    with a_worker_killed_in(two_workers, "npmcore.corpus.ingest", "_write_table", tmp_path / "killed"):
+    with a_worker_killed_in(two_workers, "npmcore.corpus.ingest", "write_table", tmp_path / "killed"):
         corpus = ingest([news_store.raw], str(store), NEWS_CONFIG, two_workers)
     assert two_workers.run_on_scheduler(lost_tasks, "write_shard") > lost
     assert corpus.rsplit("/", 1)[1] == news_store.corpus.rsplit("/", 1)[1]

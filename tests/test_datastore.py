@@ -11,7 +11,8 @@ from cpu import AMX, AVX2, pretend_flags
 from reference import corpus_blocks
 
 from npmcore.answer.inference import NPM, InferenceConfig
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.encoder import encode, load_encoder
 from npmcore.index.datastore import build_datastore, plan_datastore
 from npmcore.index.indexer import IndexConfig, build_index

@@ -28,11 +28,12 @@ def flat(news_store) -> NPM:
 
 def test_a_cloze_files_questions_are_asked_as_the_query_service_asks_them(flat, tmp_path, prefect_server):
     """A line without [MASK] that reads as a question is evaluated as the service answers it (its statements and the
-    paper's question, NPM.answer), or in the paper's form with --ask paper; a line that is neither is skipped."""
+    paper's question, best_answers), or in the paper's form with --ask paper; a line that is neither is skipped."""
+    from npmcore.answer.answering import best_answers
     from npmcore.answer.asking import ask, question_query
 
     question = "Where did Australian firefighters battle bushfires?"
-    ((_, answers),) = flat.answer([ask(question)], InferenceConfig())
+    ((_, answers),) = best_answers(flat, [ask(question)], InferenceConfig())
     path = tmp_path / "typed.jsonl"
     lines = [{"query": question, "answers": [answers[0].text]}, {"query": QUERIES[0], "answers": ["x"]}]
     lines.append({"query": "Firefighters battled bushfires.", "answers": ["x"]})  # neither: skipped
@@ -160,7 +161,7 @@ def test_closed_set_calibration_subtracts_the_domain_premise_scores(flat):
     examples = tuple(Example(q, (), i % 2, f"q{i}", q) for i, q in enumerate(QUERIES))
     domain = "The news was about [MASK]."
     task = Task("toy", "closed", examples, ("politics", "crime"), words, {}, None, domain=domain)
-    config = InferenceConfig(k=flat.index.ntotal, tau=5.0)  # every token: each label word is retrieved
+    config = InferenceConfig(k=flat.retrieval.index.ntotal, tau=5.0)  # every token: each label word is retrieved
     ids = [label_token_ids(flat.tokenizer, list(w))[0] for w in words]
     prior = flat.classify([domain], ids, config=config)[0]
     assert np.isfinite(prior).all()  # the premise retrieves a word of each label
@@ -352,7 +353,7 @@ def test_groups_stale_answers_and_the_ceiling_of_the_passages_searched(flat, new
         any(
             f" {normalize_answer(a)} " in f" {normalize_answer(texts[b])} "
             for a in ex.answers
-            for b in flat.bm25_blocks(ex.query, config.passages)
+            for b in flat.retrieval.bm25_blocks(ex.query, config.passages)
         )
         for ex in examples
     ]
@@ -392,7 +393,7 @@ def test_masked_lm_baselines_fill_the_mask_with_the_heads_best_whole_content_wor
         for query, ids in zip(QUERIES, sequences, strict=True):
             assert ids.count(tokenizer.mask_token_id) == 1 and len(ids) <= tokenizer.model_max_length
             if read:  # the top BM25 passage stands before the query, whole or cut from its end
-                passage = tokenizer(flat.passages(query, 1)[0], add_special_tokens=False)["input_ids"]
+                passage = tokenizer(flat.retrieval.passages(query, 1)[0], add_special_tokens=False)["input_ids"]
                 assert (
                     ids[1:9] == passage[:8]
                     and ids[-len(flat.query_ids(query, 1)) + 1 :] == flat.query_ids(query, 1)[1:]

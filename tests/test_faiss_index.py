@@ -9,15 +9,10 @@ import pytest
 from reference import QUERIES
 
 from npmcore.answer.inference import NPM, InferenceConfig
-from npmcore.index import faiss_index
+from npmcore.index import index_choice
 from npmcore.index.datastore import build_datastore
 from npmcore.index.faiss_index import (
-    BYTES_PER_TOKEN,
-    IVF_FROM_TOKENS,
-    choose_index,
-    default_train_size,
     finalize,
-    index_rates,
     is_ivf,
     merge_ivf,
     read_index,
@@ -27,6 +22,7 @@ from npmcore.index.faiss_index import (
     stored_codes,
     train_index,
 )
+from npmcore.index.index_choice import BYTES_PER_TOKEN, IVF_FROM_TOKENS, choose_index, default_train_size, index_rates
 from npmcore.index.indexer import IndexConfig, _trained_bytes, build_index, plan_index, training_sample
 from npmcore.snapshots import DatastoreRows, iter_shards, open_index
 from npmcore.storage import SnapshotError, sha256_bytes
@@ -44,7 +40,7 @@ def test_shards_encoded_on_the_workers_equal_a_single_shot_build(news_store, on_
         url = build_index(
             news_store.datastore, IndexConfig(factory=factory, train_size=4000, on_disk=on_disk, bm25=False)
         )
-        built = NPM(url).index
+        built = NPM(url).retrieval.index
         single = faiss.read_index(f"{url}/trained.faiss")  # the trained, empty index the snapshot keeps
         if is_ivf(single):
             single.add_with_ids(vectors, np.arange(len(vectors)))
@@ -153,11 +149,15 @@ def test_a_compact_index_snapshot_searches_its_own_decoded_vectors_exactly(news_
     npm = NPM(url)
     answers = npm.predict(QUERIES[:2], InferenceConfig(restrict=False, k=256))
     assert all(len(a) == 5 for a in answers)
-    assert npm.index.sa_code_size() + npm.corpus.tokens.itemsize <= 64  # a PQ code and a uint16 token id, no ids
+    assert (
+        npm.retrieval.index.sa_code_size() + npm.corpus.tokens.itemsize <= 64
+    )  # a PQ code and a uint16 token id, no ids
     assert open_index(url).manifest.config["rerank"] > 1
-    queries = npm.encode_queries(QUERIES, 2).reshape(-1, npm.index.d)
-    decoded = npm.index.reconstruct_n(0, npm.index.ntotal)  # rotated back: inner products are unchanged
-    scores, ids = search(npm.index, queries, 50)
+    queries = npm.encode_queries(QUERIES, 2).reshape(-1, npm.retrieval.index.d)
+    decoded = npm.retrieval.index.reconstruct_n(
+        0, npm.retrieval.index.ntotal
+    )  # rotated back: inner products are unchanged
+    scores, ids = search(npm.retrieval.index, queries, 50)
     exact = queries @ decoded.T
     np.testing.assert_allclose(scores, np.take_along_axis(exact, ids, 1), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(scores, -np.sort(-exact, axis=1)[:, :50], rtol=1e-4, atol=1e-4)
@@ -255,25 +255,25 @@ def test_the_plan_costs_the_build_at_this_machines_rates_measured_once(tmp_path,
     those rates."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     for name, value in (("PROBE_TRAIN", 2_000), ("PROBE_ENCODE", 4_096), ("PROBE_LISTS", 16)):  # a small probe
-        monkeypatch.setattr(faiss_index, name, value)
+        monkeypatch.setattr(index_choice, name, value)
     calls = []
-    measure = faiss_index.train_index
+    measure = index_choice.train_index
 
     def counted(factory, sample, *args):
         calls.append((factory, len(sample)))
         return measure(factory, sample, *args)
 
-    monkeypatch.setattr(faiss_index, "train_index", counted)
+    monkeypatch.setattr(index_choice, "train_index", counted)
     exhaustive = choose_index(64, 50_000, factory="OPQ8,PQ8x4np")
     rates = index_rates("OPQ8,PQ8x4np", 64)
-    assert calls == [("OPQ8,PQ8x4np", faiss_index.PROBE_TRAIN)]
+    assert calls == [("OPQ8,PQ8x4np", index_choice.PROBE_TRAIN)]
     assert set(rates) == {"train_s_per_vector", "encode_tokens_per_s"}
     assert all(v > 0 for v in rates.values())
     assert exhaustive.train_s == pytest.approx(exhaustive.train_size * rates["train_s_per_vector"])
     assert exhaustive.encode_s == pytest.approx(50_000 / rates["encode_tokens_per_s"])
     ivf = choose_index(64, 50_000, factory="OPQ8,IVF32,PQ8x4np")
     ivf_rates = index_rates("OPQ8,IVF32,PQ8x4np", 64)  # the same shape without the IVF, and the k-means timed
-    assert calls[-1] == ("OPQ8,PQ8x4np", faiss_index.PROBE_TRAIN)
+    assert calls[-1] == ("OPQ8,PQ8x4np", index_choice.PROBE_TRAIN)
     assert set(ivf_rates) == {*rates, "kmeans_s_per_point_list", "assign_s_per_point_list"}
     n = ivf.train_size
     kmeans = n * 32 * ivf_rates["kmeans_s_per_point_list"]

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from conftest import BIN, ROOT, kill_once
 
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.serve.serving import set_serving
 from npmcore.storage import (
     SnapshotError,
@@ -44,7 +45,7 @@ def test_a_write_killed_in_its_commit_publishes_nothing_and_the_rerun_is_identic
     script = (
         "import time\nfrom npmcore import storage\nflush = storage.fsync_tree\n"
         "storage.fsync_tree = lambda folder: (time.sleep(60), flush(folder))\n"
-        "from npmcore.corpus.ingest import IngestConfig, ingest\n"
+        "from npmcore.corpus.ingest import ingest\nfrom npmcore.corpus.partitions import IngestConfig\n"
         f"ingest([{wiki_slice!r}], {str(store)!r}, {CONFIG!r})\n"
     )
     kill_once(script, store, "corpus/.tmp-*/manifest.json", timeout_s=120)

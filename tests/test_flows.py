@@ -32,7 +32,8 @@ def test_train_flow_logs_metrics_and_registers_the_encoder(
     from mlflow import MlflowClient
 
     from flows.train import TrainParams, train_encoder
-    from npmcore.corpus.ingest import IngestConfig, ingest
+    from npmcore.corpus.ingest import ingest
+    from npmcore.corpus.partitions import IngestConfig
     from npmcore.tracking import tracking
 
     for name, value in SECRETS.items():
@@ -97,7 +98,8 @@ def test_promotion_evaluates_the_candidate_and_the_champion_on_dev_data(tmp_path
     from mlflow import MlflowClient
 
     from flows.promote import PromoteParams, promote
-    from npmcore.corpus.ingest import IngestConfig, ingest
+    from npmcore.corpus.ingest import ingest
+    from npmcore.corpus.partitions import IngestConfig
     from npmcore.encoder import default_encoder_path
     from npmcore.tracking import register_encoder
 
@@ -128,7 +130,7 @@ def test_a_missing_champion_names_the_way_to_make_one(tmp_path):
 def test_train_params_keep_the_presets_masking_unless_overridden():
     from flows.train import TrainParams
     from npmcore.model.masking import MaskingConfig
-    from npmcore.model.train import PRESETS
+    from npmcore.model.train_config import PRESETS
 
     quality = TrainParams(store="/tmp/unused", preset="cpu-quality").config("corpus", None, None)
     assert quality.masking == PRESETS["cpu-quality"]["masking"] and quality.masking.content_words

@@ -19,7 +19,8 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from npmcore.corpus.bundle import bundle_info, read_bundle, write_bundle
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.encoder import (
     EncoderError,
     default_encoder_path,
@@ -33,7 +34,8 @@ from npmcore.encoder import (
 )
 from npmcore.model.batching import iter_batches
 from npmcore.model.checkpointing import CHECKPOINTS
-from npmcore.model.train import PRESETS, configure, train
+from npmcore.model.train import train
+from npmcore.model.train_config import PRESETS, configure
 from npmcore.snapshots import read_blocks
 from npmcore.storage import list_snapshots
 

@@ -14,7 +14,8 @@ from reference import QUERIES, assert_same_answers, brute_force, corpus_blocks, 
 
 from npmcore.answer.evidence import Evidence
 from npmcore.answer.inference import NPM, InferenceConfig, QueryError, label_token_ids
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.encoder import load_encoder
 from npmcore.evaluation.metrics import repeats_query
 from npmcore.index.datastore import build_datastore
@@ -66,7 +67,7 @@ def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat
     config = InferenceConfig(restrict=True, passages=3, tau=2.0, scoring="npm")
     q = flat.encode_queries(QUERIES, 2)
     for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
-        top = flat.bm25_blocks(query, 3)
+        top = flat.retrieval.bm25_blocks(query, 3)
         assert len(top) == 3
         vectors = {b: stored[b] for b in top}  # the datastore's vectors, not the index's PQ codes
         everything = sum(len(blocks[b]) for b in top)
@@ -99,7 +100,7 @@ def test_phrases_rank_every_candidate_and_predict_answers_with_their_top(flat, s
             top = [tuple(int(t) for t in ids[ids >= 0]) for ids in phrases.token_ids[:5]]
             assert [a.token_ids for a in answers] == top
             assert [a.score for a in answers] == phrases.scores[:5].tolist()
-            assert flat.top_answers(query, phrases, config) == answers
+            assert flat.answers_from(query, phrases, config) == answers
 
 
 def words(query: str) -> frozenset[str]:
@@ -112,7 +113,7 @@ def test_answers_repeat_the_query_only_when_allowed(flat, news_store, stored, to
     q = flat.encode_queries(QUERIES, 2)
     allowed = flat.predict(QUERIES, config)
     for query, answers, (q_start, q_end) in zip(QUERIES, allowed, q, strict=True):
-        top = flat.bm25_blocks(query, 3)
+        top = flat.retrieval.bm25_blocks(query, 3)
         everything = sum(len(blocks[b]) for b in top)
         reference = brute_force(
             blocks, stored, top, q_start, q_end, flat.corpus.tables, everything, 10, 1.0, tokenizer, texts=texts
@@ -131,17 +132,17 @@ def test_an_index_without_its_datastore_encodes_bm25_passages_again(tmp_path, ne
     store = str(tmp_path / "store")
     datastore = build_datastore(ingest([str(path)], store), store)
     index = build_index(datastore, IndexConfig(factory="Flat"))
-    stored = NPM(index).restricted(QUERIES[:2], 3)
+    stored = NPM(index).retrieval.restricted(QUERIES[:2], 3)
     (vectors_file,) = Path(datastore).glob("shards/*/vectors.npy")
     full = np.load(vectors_file)
     np.save(vectors_file, full[:-1])  # a datastore changed since: refused, not misread
     with pytest.raises(SnapshotError, match=r"cannot be read: its vectors have shape"):
-        NPM(index).restricted(QUERIES[:2], 3)
+        NPM(index).retrieval.restricted(QUERIES[:2], 3)
     shutil.rmtree(datastore)
-    with caplog.at_level(logging.WARNING, logger="npmcore.answer.inference"):
+    with caplog.at_level(logging.WARNING, logger="npmcore.answer.retrieval"):
         npm = NPM(index)
     assert "will encode their passages again" in caplog.text and datastore in caplog.text
-    for (ids, vectors), (ref_ids, ref_vectors) in zip(npm.restricted(QUERIES[:2], 3), stored, strict=True):
+    for (ids, vectors), (ref_ids, ref_vectors) in zip(npm.retrieval.restricted(QUERIES[:2], 3), stored, strict=True):
         np.testing.assert_array_equal(ids, ref_ids)
         np.testing.assert_allclose(vectors, ref_vectors, atol=2e-2, rtol=1e-2)  # the datastore holds float16
 
@@ -149,7 +150,7 @@ def test_an_index_without_its_datastore_encodes_bm25_passages_again(tmp_path, ne
 def test_npm_single_sums_the_exact_top_k_by_token(flat, tokenizer):
     config = InferenceConfig(k=200, tau=0.5, restrict=False, answers=5)
     q = flat.encode_queries(QUERIES, 1)[:, 0] * flat.scale
-    V = np.asarray(flat.index.reconstruct_n(0, flat.index.ntotal), dtype=np.float64)
+    V = np.asarray(flat.retrieval.index.reconstruct_n(0, flat.retrieval.index.ntotal), dtype=np.float64)
     tokens = np.asarray(flat.corpus.tokens)
     for answers, qv in zip(flat.predict_tokens(QUERIES, config), q, strict=True):
         sims = V @ qv
@@ -223,7 +224,7 @@ def test_an_index_refuses_another_tokenizer_and_another_encoders_knn_search(flat
     with pytest.raises(ValueError, match="kNN search needs an index built with this encoder"):
         other.predict(QUERIES[:1], InferenceConfig(restrict=False))
     # BM25-restricted queries encode their passages again: they need no vectors of the index
-    mine, reference = other.restricted(QUERIES[:2], 3), flat.restricted(QUERIES[:2], 3)
+    mine, reference = other.retrieval.restricted(QUERIES[:2], 3), flat.retrieval.restricted(QUERIES[:2], 3)
     for (ids, vectors), (ref_ids, ref_vectors) in zip(mine, reference, strict=True):
         np.testing.assert_array_equal(ids, ref_ids)
         assert not np.allclose(vectors, ref_vectors, atol=1e-3)  # this encoder's vectors
@@ -257,7 +258,7 @@ def test_closed_set_scores_sum_the_retrieved_label_words(flat):
     words = [label_token_ids(flat.tokenizer, ["australia"])[0], label_token_ids(flat.tokenizer, ["police"])[0]]
     scores = flat.classify(QUERIES, words, config=InferenceConfig(k=300, tau=5.0))
     q = flat.encode_queries(QUERIES, 2).sum(axis=1) * flat.scale
-    V = np.asarray(flat.index.reconstruct_n(0, flat.index.ntotal))
+    V = np.asarray(flat.retrieval.index.reconstruct_n(0, flat.retrieval.index.ntotal))
     for row, qv in zip(scores, q, strict=True):
         sims = V @ qv
         top = np.argsort(-sims)[:300]

@@ -11,8 +11,9 @@ import pytest
 from conftest import kill_once
 
 from npmcore.cluster import ClusterError, dask_client
-from npmcore.corpus.ingest import IngestConfig, ingest, plan_partitions
+from npmcore.corpus.ingest import ingest, plan_partitions
 from npmcore.corpus.inputs import input_bytes
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.corpus.readers import CorpusError
 from npmcore.progress import shard_progress
 from npmcore.snapshots import read_blocks
@@ -120,7 +121,7 @@ def test_killed_run_leaves_no_valid_snapshot(tmp_path, news_path):
     publishes_nothing_and_the_rerun_is_identical)."""
     store = tmp_path / "store"
     config = IngestConfig(partition_bytes=20_000)  # about 25 partitions of the news file
-    script = "from npmcore.corpus.ingest import IngestConfig, ingest\n"
+    script = "from npmcore.corpus.ingest import ingest\nfrom npmcore.corpus.partitions import IngestConfig\n"
     script += f"ingest([{news_path!r}], {str(store)!r}, {config!r})\n"
     kill_once(script, store, "corpus/.tmp-*/blocks/part-00002.parquet", timeout_s=120)
     assert list_snapshots(str(store), "corpus") == []

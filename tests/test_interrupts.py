@@ -14,7 +14,8 @@ import psutil
 import pytest
 from conftest import BIN, ROOT
 
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 
 STOP_S = 10  # what a supervisor (systemd, Kubernetes, a CI runner) waits after SIGTERM before it kills
 

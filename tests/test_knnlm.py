@@ -86,7 +86,9 @@ def test_a_datastore_fraction_searches_exactly_its_sample_of_blocks(news_store):
     np.testing.assert_array_equal(sample, block_sample(offsets, 0.3))  # seeded
     vectors = np.concatenate([a["vectors"] for _, a in iter_shards(news_store.datastore)]).astype(np.float32)
     queries = vectors[[3, 500, 1000]] * npm.scale
-    found = {(s.name, s.fraction): s for s in searchers(npm.index, news_store.datastore, offsets, [0.3, 1.0], True)}
+    found = {
+        (s.name, s.fraction): s for s in searchers(npm.retrieval.index, news_store.datastore, offsets, [0.3, 1.0], True)
+    }
     assert set(found) == {("approximate", 1.0), ("approximate", 0.3), ("exact", 1.0), ("exact", 0.3)}
     for name in ("approximate", "exact"):  # the news index is Flat: both are exact here
         sims, ids = found[(name, 0.3)].search(queries, 10)
@@ -155,7 +157,7 @@ def test_the_study_equals_brute_force_on_open_and_closed_tasks(news_store, with_
     _, model = load_masked_lm(with_head)
     vectors = np.concatenate([a["vectors"] for _, a in iter_shards(news_store.datastore)]).astype(np.float32)
     k, tau, lam = 50, 0.5, 0.4
-    found = searchers(npm.index, news_store.datastore, npm.corpus.offsets, [1.0], True)
+    found = searchers(npm.retrieval.index, news_store.datastore, npm.corpus.offsets, [1.0], True)
     words = vocab_tables(npm.tokenizer).word_start & ~vocab_tables(npm.tokenizer).boundary
 
     task = load_task("wikitext2", limit=12, seed=3, split="dev")

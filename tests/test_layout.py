@@ -103,3 +103,15 @@ def test_each_stage_says_what_it_holds_and_what_it_may_import(name):
     assert doc and "Imports" in doc
     for later in STAGES[STAGES.index(name) + 1 :]:
         assert f"npmcore.{later}`" not in doc.split("Imports", 1)[1], f"{name} says it imports {later}, a later stage"
+
+
+def test_every_module_has_its_row_in_the_module_map():
+    """npmcore/README.md names each module of the top and of the stages (evaluation/ in one row), so a new room is
+    found where a newcomer looks for it."""
+    table = (PACKAGE / "README.md").read_text()
+    rooms = sorted(
+        module_name(p).removeprefix("npmcore.").replace(".", "/") + ".py"
+        for p in PACKAGE.rglob("*.py")
+        if p.name != "__init__.py" and "evaluation" not in p.parts and "checkpoints" not in p.parts
+    )
+    assert [room for room in rooms if f"| `{room}` |" not in table] == []

@@ -25,7 +25,8 @@ import torch
 from npmcore.corpus.blocks import split_document
 from npmcore.corpus.readers import Document, iter_wiki_pages, read_lines, wiki_documents
 from npmcore.model.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens
-from npmcore.model.train import StepBatch, batch_stats
+from npmcore.model.step_batches import StepBatch
+from npmcore.model.step_stats import batch_stats
 from npmcore.vocab import FUNCTION_WORDS, vocab_tables
 
 MAX_TOKENS = 256

@@ -7,12 +7,16 @@ import pytest
 import torch
 from conftest import SHARED_DATA
 
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.encoder import load_tokenizer
 from npmcore.index import bm25
-from npmcore.index.indexer import build_bm25_index
+from npmcore.index.bm25_index import build_bm25_index
 from npmcore.model.neighbours import NEIGHBOURS, SEARCHED, neighbour_batches, seed_query
-from npmcore.model.train import TrainConfig, batch_stats, mask_batch, masked_batches, train
+from npmcore.model.step_batches import mask_batch, masked_batches
+from npmcore.model.step_stats import batch_stats
+from npmcore.model.train import train
+from npmcore.model.train_config import TrainConfig
 from npmcore.snapshots import read_blocks
 from npmcore.storage import local_folder
 

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 from flows.cli import app
 from npmcore.cluster import dask_client
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.corpus.readers import CorpusError, source_name
 from npmcore.snapshots import open_corpus, read_blocks
 from npmcore.storage import list_snapshots, open_snapshot

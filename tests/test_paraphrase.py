@@ -18,7 +18,7 @@ from npmcore.evaluation.diagnostics import (
     summarize,
 )
 from npmcore.evaluation.metrics import normalize_answer
-from npmcore.evaluation.templates import MASK
+from npmcore.mask import MASK
 from npmcore.vocab import FUNCTION_WORDS, content_words_of
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data"

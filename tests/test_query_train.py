@@ -14,7 +14,7 @@ from npmcore.answer.inference import NPM, InferenceConfig
 from npmcore.answer.phrases import content_spans
 from npmcore.encoder import base_encoder_path, cached_encoder, encoder_fingerprint
 from npmcore.evaluation.metrics import exact_match
-from npmcore.index.indexer import build_bm25_index
+from npmcore.index.bm25_index import build_bm25_index
 from npmcore.model.query_encoder import QUERY_ENCODER
 
 L_MAX = 10
@@ -46,7 +46,7 @@ def test_a_reading_set_holds_every_whole_word_occurrence_of_an_answer_and_nothin
     found = 0
     for example in cloze_examples(news_store.corpus, 45, seed=0):
         reading = reading_set(npm, example, passages=5)
-        searched = npm.bm25_blocks(example.query, 15)
+        searched = npm.retrieval.bm25_blocks(example.query, 15)
         own = [b for b in searched if npm.evidence.block_id(b).rsplit("#", 1)[0] == example.source.split("#")[0]]
         if reading is None:
             continue
@@ -155,9 +155,9 @@ def test_the_query_encoder_encodes_queries_and_its_passage_encoder_the_passages(
     assert paired.fingerprint != npm.fingerprint
     for name, tensor in paired.model.state_dict().items():  # the trained weights, in fp16
         assert torch.equal(tensor, straight.base_model.state_dict()[name].half().float()), name
-    assert paired.knn_refused is None  # the index's vectors are its passage encoder's: kNN search works
+    assert paired.retrieval.knn_refused is None  # the index's vectors are its passage encoder's: kNN search works
     blocks = [0, 3, 7]
-    for mine, theirs in zip(paired.block_vectors(blocks), npm.block_vectors(blocks), strict=True):
+    for mine, theirs in zip(paired.retrieval.block_vectors(blocks), npm.retrieval.block_vectors(blocks), strict=True):
         assert np.array_equal(mine, theirs)  # passages from the index's own datastore
     query = "Australian firefighters battled bushfires near [MASK]."
     assert not np.allclose(paired.encode_queries([query], 2), npm.encode_queries([query], 2), atol=1e-4)
@@ -180,7 +180,7 @@ def test_a_query_encoder_is_refused_with_an_index_of_another_encoders_vectors(tr
     shutil.copytree(news_store.store, store, ignore=shutil.ignore_patterns("mlflow.db", "mlartifacts", "runs"))
     bm25_only = build_bm25_index(f"{store}/corpus/{news_store.corpus.rsplit('/', 1)[1]}")
     paired, plain = NPM(bm25_only, encoder=str(other), precision="f32"), NPM(bm25_only, encoder=base, precision="f32")
-    for mine, theirs in zip(paired.block_vectors([1, 2]), plain.block_vectors([1, 2]), strict=True):
+    for mine, theirs in zip(paired.retrieval.block_vectors([1, 2]), plain.retrieval.block_vectors([1, 2]), strict=True):
         assert np.array_equal(mine, theirs)
     (other / QUERY_ENCODER).write_text(json.dumps({**side, "encoder": base, "fingerprint": "0" * 16}))
     with pytest.raises(ValueError, match="trained for passage encoder .* with weights 0000000000000000, but"):

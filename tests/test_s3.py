@@ -23,7 +23,8 @@ from typer.testing import CliRunner
 from flows.cli import app
 from flows.cli.common import is_user_error, store_failure
 from npmcore.cluster import local_cluster
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.index.datastore import build_datastore
 from npmcore.snapshots import open_index
 from npmcore.storage import S3_CLIENT, cache_dir, list_snapshots, local_folder, open_snapshot

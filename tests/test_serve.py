@@ -17,7 +17,8 @@ SERVED = ["index_rebuild/index-rebuild", "train_encoder/train", "backfill_dump/b
 def served(prefect_server, tmp_path_factory, news_path) -> Iterator[tuple[dict, Path]]:
     """`npmcore serve` in the project folder, with a small corpus in its store; yields the environment of
     the server's clients and the log of the serving process."""
-    from npmcore.corpus.ingest import IngestConfig, ingest
+    from npmcore.corpus.ingest import ingest
+    from npmcore.corpus.partitions import IngestConfig
 
     folder = tmp_path_factory.mktemp("served")
     ingest([news_path], str(folder / "store"), IngestConfig(max_tokens=64))

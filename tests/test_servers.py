@@ -55,7 +55,8 @@ def test_a_process_worker_runs_a_triggered_training_run_which_becomes_the_champi
     """As from the UI: a run of the train deployment with small overrides, picked up by a worker."""
     from mlflow import MlflowClient
 
-    from npmcore.corpus.ingest import IngestConfig, ingest
+    from npmcore.corpus.ingest import ingest
+    from npmcore.corpus.partitions import IngestConfig
 
     store = tmp_path / "store"
     ingest([news_path], str(store), IngestConfig(max_tokens=64))

@@ -18,8 +18,9 @@ from flows.cli import app
 from npmcore.answer.inference import NPM, InferenceConfig
 from npmcore.evaluation.dumps import dump_file_text
 from npmcore.index.bm25 import BM25Searcher
-from npmcore.index.indexer import write_bm25
-from npmcore.serve.api import Settings, create_app
+from npmcore.index.bm25_passages import write_bm25
+from npmcore.serve.api import create_app
+from npmcore.serve.service import Settings
 from npmcore.snapshots import open_corpus, open_index, read_blocks
 from npmcore.sources import checksum
 from npmcore.storage import sha256_file
@@ -154,7 +155,7 @@ def test_a_second_wiki_is_added_while_the_service_answers_and_a_backfill_of_one_
     }
     config = InferenceConfig(passages=1)  # its own page's passage (with more, English pages' compete as ever)
     searched = {url: NPM(url) for url in (combined, later)}
-    assert searched[later].passages(SIMPLE_QUERY, 1) == searched[combined].passages(SIMPLE_QUERY, 1)
+    assert searched[later].retrieval.passages(SIMPLE_QUERY, 1) == searched[combined].retrieval.passages(SIMPLE_QUERY, 1)
     before, now = (searched[url].predict([SIMPLE_QUERY], config)[0] for url in (combined, later))
     assert [a.text for a in now] == [a.text for a in before]  # (their scores move a little with the corpus's IDF)
     sources = [

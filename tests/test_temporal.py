@@ -10,7 +10,6 @@ import pytest
 
 from npmcore.corpus.readers import Document, read_wikiextractor
 from npmcore.evaluation.diagnostics import answer_kind
-from npmcore.evaluation.templates import MASK
 from npmcore.evaluation.temporal import (
     ANSWER_KINDS,
     DUMPS,
@@ -35,6 +34,7 @@ from npmcore.evaluation.temporal import (
     unchanged_facts,
 )
 from npmcore.evaluation.verbatim import maskable
+from npmcore.mask import MASK
 from npmcore.storage import cache_dir
 from npmcore.vocab import content_words_of
 

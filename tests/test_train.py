@@ -18,30 +18,18 @@ from typer.testing import CliRunner
 
 import npmcore.model.train
 from flows.cli import app
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.background import in_background
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.encoder import load_encoder, load_masked_lm, load_tokenizer, mlm_head
 from npmcore.model.batching import iter_batches
 from npmcore.model.checkpointing import CHECKPOINTS
 from npmcore.model.loss import PreBatch
 from npmcore.model.masking import MaskingConfig
-from npmcore.model.train import (
-    PREFETCH,
-    PRESETS,
-    TrainConfig,
-    average_gradients,
-    batch_loss,
-    configure,
-    in_background,
-    main,
-    mask_batch,
-    masked_batches,
-    micro_batches,
-    model_size,
-    step_flops,
-    to_device,
-    train,
-    training_model,
-)
+from npmcore.model.step_batches import mask_batch, masked_batches, micro_batches, to_device
+from npmcore.model.step_stats import model_size, step_flops
+from npmcore.model.train import PREFETCH, average_gradients, batch_loss, main, train, training_model
+from npmcore.model.train_config import PRESETS, TrainConfig, configure
 from npmcore.storage import SnapshotError, list_snapshots
 
 OBJECTIVES = {
@@ -362,7 +350,7 @@ def test_export_writes_fp16_weights_with_the_tokenizer_unchanged(tmp_path, confi
 
     from npmcore.encoder import encoder_fingerprint, tokenizer_fingerprint
     from npmcore.model.checkpointing import checkpoint_steps
-    from npmcore.model.train import load_trained
+    from npmcore.model.trained import load_trained
 
     run = str(tmp_path / "run")
     _, trained = train(config, run)

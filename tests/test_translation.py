@@ -10,7 +10,6 @@ import pytest
 import regex
 
 from npmcore.evaluation.tasks import DEFAULT_DATA_DIR
-from npmcore.evaluation.templates import MASK
 from npmcore.evaluation.translation import (
     ALIASES,
     DIRECTION_MARKS,
@@ -24,6 +23,7 @@ from npmcore.evaluation.translation import (
     subject_of,
     translation_facts,
 )
+from npmcore.mask import MASK
 from npmcore.storage import cache_dir
 
 SHARDS = [f"2015-05/AA/wiki_{n:02d}" for n in range(12)]  # 775 articles, about 100 facts

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from npmcore.corpus.ingest import IngestConfig, ingest
+from npmcore.corpus.ingest import ingest
+from npmcore.corpus.partitions import IngestConfig
 from npmcore.evaluation.diagnostics import KINDS, answer_kind
-from npmcore.evaluation.templates import MASK
 from npmcore.evaluation.verbatim import draw_facts, maskable, sentences
+from npmcore.mask import MASK
 from npmcore.snapshots import read_blocks
 from npmcore.vocab import content_words_of
 

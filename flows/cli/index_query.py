@@ -202,6 +202,7 @@ def query_command(
     evidence and where it comes from (source, dump date, article and its address)."""
     from dataclasses import asdict
 
+    from npmcore.answer.answering import best_answers
     from npmcore.answer.asking import FORMS, ask
     from npmcore.answer.confidence import abstention
     from npmcore.answer.inference import NPM, SCORINGS, InferenceConfig
@@ -230,7 +231,7 @@ def query_command(
         firsts = [a.queries[0] for a in asked]
         answered = list(zip(firsts, npm.predict_tokens(firsts, config), strict=True))
     else:
-        answered = npm.answer(asked, config)
+        answered = best_answers(npm, asked, config)
     results = [found for _, found in answered]
     rows = [[(a, [npm.evidence.span(e) for e in a.evidence]) for a in found] for found in results]
     withheld = [abstention(npm.calibrator, found, min_confidence) for found in results]

@@ -73,7 +73,8 @@ def api_command(
     import uvicorn
 
     from npmcore.index.precision import SETTINGS
-    from npmcore.serve.api import Settings, create_app
+    from npmcore.serve.api import create_app
+    from npmcore.serve.service import Settings
     from npmcore.serve.serving import serving_index
     from npmcore.tracking import resolve_encoder
 

@@ -202,7 +202,7 @@ def export_command(
 ) -> None:
     """Write a checkpoint as an encoder folder: fp16 safetensors with the MLM head and the tokenizer."""
     from npmcore.encoder import export_fp16
-    from npmcore.model.train import export_checkpoint
+    from npmcore.model.trained import export_checkpoint
 
     part_bytes = int(part_mib * 2**20) if part_mib else None
     path = absolute_store(source)

@@ -58,7 +58,9 @@ import torch  # noqa: E402
 import torch.distributed as dist  # noqa: E402
 
 from npmcore.encoder import default_encoder_path, local_model_dir, pack_folder, save_fp16  # noqa: E402
-from npmcore.model.train import PRESETS, StepStats, TrainConfig, configure, train  # noqa: E402
+from npmcore.model.step_stats import StepStats  # noqa: E402
+from npmcore.model.train import train  # noqa: E402
+from npmcore.model.train_config import PRESETS, TrainConfig, configure  # noqa: E402
 
 MAX_FILES = 8  # what a lent machine returns: at most 8 files of at most 16 MiB
 PART_BYTES = 15 << 20
@@ -245,7 +247,7 @@ def summarize(config: TrainConfig, history: list[StepStats], plan: dict, seconds
         "seconds": now() - T0,
     }
     peak = next((flops for name, flops in PEAK_FLOPS.items() if name in device), None)
-    if peak is not None:  # model FLOPs (npmcore.model.train.step_flops) over the devices' bf16 peak
+    if peak is not None:  # model FLOPs (npmcore.model.step_stats.step_flops) over the devices' bf16 peak
         metrics["mfu"] = flops_per_s / (peak * (dist.get_world_size() if dist.is_initialized() else 1))
     else:
         log.info("no bf16 peak known for %s (PEAK_FLOPS): training.json has flops_per_s, no mfu", device)

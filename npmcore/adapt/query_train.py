@@ -93,7 +93,7 @@ class PassageVectors:
 
     def __call__(self, blocks: list[int]) -> list[np.ndarray]:
         missing = sorted({b for b in blocks if b not in self.kept})
-        for block, vectors in zip(missing, self.npm.block_vectors(missing), strict=True):
+        for block, vectors in zip(missing, self.npm.retrieval.block_vectors(missing), strict=True):
             self.kept[block] = vectors.astype(np.float16)
             self.tokens += len(vectors)
         for block in blocks:

@@ -30,8 +30,8 @@ import numpy as np
 from npmcore.answer.inference import NPM
 from npmcore.answer.phrases import content_spans
 from npmcore.evaluation.metrics import exact_match
-from npmcore.evaluation.templates import MASK
 from npmcore.evaluation.verbatim import maskable, sentences
+from npmcore.mask import MASK
 from npmcore.snapshots import read_blocks
 
 _ARTICLE = re.compile(r"^(?:the|an?)\s+", re.IGNORECASE)
@@ -125,7 +125,7 @@ def reading_set(npm: NPM, example: QueryExample, passages: int, unseen: Unseen =
     content tokens as candidates and, among them, where a gold answer starts and ends: the spans NPM could
     answer (whole words, a content word first and last: :func:`npmcore.answer.phrases.content_spans`) whose text is
     a gold answer (:func:`npmcore.evaluation.metrics.exact_match`). None when no passage writes one."""
-    found = npm.bm25_blocks(example.query, passages + (SEARCHED_EXTRA if example.source else 0))
+    found = npm.retrieval.bm25_blocks(example.query, passages + (SEARCHED_EXTRA if example.source else 0))
     blocks = [b for b in found if example.source is None or not same(npm.evidence.block_id(b), example.source, unseen)]
     blocks = blocks[:passages]
     offsets = npm.corpus.offsets

@@ -6,7 +6,7 @@ can be made of it or that is asked for.
 NPM reads statements far better than questions (docs/evaluate.md); the command line, the query service and its
 page ask questions as statements, and every answer says how it was asked. Each of a question's queries is asked, and
 the answers are those of the one whose first answer is the most confident, of the kind the question asks for
-(:meth:`npmcore.answer.inference.NPM.answer`): on the dev set of questions people type, asking the paper's form
+(:func:`npmcore.answer.answering.best_answers`): on the dev set of questions people type, asking the paper's form
 beside the statements answered 0.420 against 0.393 (docs/evaluate.md).
 """
 
@@ -14,8 +14,9 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from npmcore.answer.questions import MASK, WH_WORDS, Expect
+from npmcore.answer.questions import WH_WORDS, Expect
 from npmcore.answer.statements import state
+from npmcore.mask import MASK
 
 # The words a question starts with (an interrogative or an auxiliary put first: "Is Paris in France?")
 QUESTION_WORDS = frozenset(
@@ -35,7 +36,7 @@ QUOTES = "\"'“”‘’«»()"
 @dataclass(frozen=True)
 class Asked:
     text: str  # as it was typed
-    queries: tuple[str, ...]  # what NPM is asked: sentences with one [MASK] each (NPM.answer picks one's answers)
+    queries: tuple[str, ...]  # what NPM is asked: sentences with one [MASK] each (best_answers picks one's answers)
     how: How  # "mask": the text itself; "statements": the question's statements, then the paper's form; "question":
     # the paper's form alone
     # asked as statements: the kind of answer the question asks for (a place, a time, a number), where it says

@@ -33,6 +33,7 @@ often wrong than right is not given).
 
 import hashlib
 import json
+import logging
 import os
 import re
 import tempfile
@@ -44,10 +45,13 @@ from typing import Protocol
 
 import numpy as np
 
-from npmcore.answer.asking import MASK
 from npmcore.answer.phrases import Phrases
 from npmcore.answer.ranking import FEATURE_NAMES, Ranker
 from npmcore.answer.trees import TreeEnsemble
+from npmcore.encoder import default_encoder_path, local_model_dir
+from npmcore.mask import MASK
+
+log = logging.getLogger(__name__)
 
 CONFIDENCE_FILE = "confidence.npz"
 CONFIDENCE_FEATURES = (
@@ -178,6 +182,23 @@ class Calibrator:
         return cls(trees, about["min_confidence"], about["ranker"], about["encoder"], about["provenance"])
 
 
+def calibrator_of(encoder: str, fingerprint: str, ranker: Ranker) -> Calibrator | None:
+    """The encoder's confidence calibrator (its folder's ``confidence.npz``, else the shipped encoder's), if it
+    was fitted on this encoder's answers (``fingerprint``) ranked by ``ranker``; None otherwise (logged): answers
+    then carry no confidence until ``bench/confidence.py`` fits one."""
+    for folder in (Path(local_model_dir(encoder)), Path(default_encoder_path())):
+        if (folder / CONFIDENCE_FILE).exists():
+            try:
+                calibrator = Calibrator.load(folder / CONFIDENCE_FILE)
+            except ValueError as e:  # another package's features, say
+                log.warning("%s", e)
+                continue
+            if calibrator.encoder == fingerprint and calibrator.ranker == ranker_checksum(ranker):
+                return calibrator
+    log.info("no %s fitted for encoder %s and its ranker: answers carry no confidence", CONFIDENCE_FILE, encoder)
+    return None
+
+
 def fit_calibrator(
     features: np.ndarray,
     right: np.ndarray,
@@ -216,7 +237,7 @@ def fit_calibrator(
 
 def shown(confidence: np.ndarray, facts: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """(n,) which answers are shown first: of each fact, the first answer of its query whose first answer is the
-    most confident (the first such query on a tie), as :meth:`npmcore.answer.inference.NPM.answer` chooses. The rows
+    most confident (the first such query on a tie), as :func:`npmcore.answer.answering.best_answers` chooses. The rows
     of a query are consecutive, best first; ``facts`` and ``queries`` name each row's fact and query."""
     first = np.flatnonzero(np.r_[True, queries[1:] != queries[:-1]]) if len(queries) else np.zeros(0, dtype=int)
     order = first[np.lexsort((-confidence[first], facts[first]))]  # by fact, the most confident first (stable)

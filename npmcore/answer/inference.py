@@ -3,7 +3,8 @@
 A query holds exactly one ``[MASK]`` (whatever the encoder's own mask token is). For
 NPM it becomes two mask tokens ``[MASKs][MASKe]`` whose output vectors are q_start and
 q_end; for NPM single one mask token and one vector q. Similarity is the scaled inner
-product ``q·E(c) / sqrt(d)``.
+product ``q·E(c) / sqrt(d)``. What is searched, kNN or the top BM25 passages, is
+:class:`~npmcore.answer.retrieval.Retrieval`'s (``NPM.retrieval``); this module scores it.
 
 * :meth:`NPM.predict` (open-set, NPM): top-k tokens for q_start and for q_end from the
   FAISS index (its shortlist of k x rerank re-scored with the datastore's exact vectors),
@@ -12,7 +13,8 @@ product ``q·E(c) / sqrt(d)``.
   datastore is gone), phrases ranked by summed exp scores (``scoring="npm"``, the paper's) or,
   by default, by evidence scoring (:mod:`npmcore.answer.ranking`: those scores together with what each
   candidate's passage says around it, weighted by the encoder's ``ranker.json``); all of them,
-  ranked: :meth:`NPM.phrases`; with their features: :meth:`NPM.candidates`.
+  ranked: :meth:`NPM.phrases`; with their features: :meth:`NPM.candidates`; a query's phrases as answers
+  with their evidence and confidence: :meth:`NPM.answers_from`.
   With ``restrict`` the search space is instead every token of the top BM25 passages,
   scored exactly (the paper's open-set setting) with their vectors read from the index's
   datastore (encoded again only for another encoder or when the datastore is gone).
@@ -23,25 +25,22 @@ product ``q·E(c) / sqrt(d)``.
   (the sum of the start and end similarities).
 
 Answers carry :class:`~npmcore.answer.evidence.Evidence` (global token ids); ``NPM.evidence``
-(an :class:`~npmcore.answer.evidence.EvidenceReader`) reads the passages behind them.
+(an :class:`~npmcore.answer.evidence.EvidenceReader`) reads the passages behind them. What a person typed is
+answered by :mod:`npmcore.answer.answering`.
 """
 
 import functools
-import itertools
 import logging
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
-from npmcore.answer.asking import MASK, Asked
-from npmcore.answer.confidence import CONFIDENCE_FILE, Calibrator, confidence_features, ranker_checksum
+from npmcore.answer.confidence import Calibrator, calibrator_of, confidence_features
 from npmcore.answer.evidence import Evidence, EvidenceReader
-from npmcore.answer.passage_vectors import PASSAGES, passage_key
 from npmcore.answer.phrases import (
     Corpus,
     Phrases,
@@ -52,10 +51,8 @@ from npmcore.answer.phrases import (
     score_phrases,
     score_tokens,
 )
-from npmcore.answer.questions import fits
 from npmcore.answer.ranking import (
     FEATURE_NAMES,
-    RANKER_FILE,
     Candidates,
     Ranker,
     idf_of,
@@ -63,24 +60,17 @@ from npmcore.answer.ranking import (
     position_features,
     query_context,
     rank_phrases,
+    ranker_of,
+    token_frequency,
 )
-from npmcore.encoder import (
-    cached_encoder,
-    default_encoder_path,
-    encode,
-    encoder_fingerprint,
-    fast_forward,
-    local_model_dir,
-    special_frame,
-    tokenizer_fingerprint,
-)
-from npmcore.index import bm25
-from npmcore.index.faiss_index import read_index, reconstruct, rescore, search, set_search_params, to_gpu
+from npmcore.answer.retrieval import Retrieval, foreign_encoder
+from npmcore.encoder import cached_encoder, default_encoder_path, encode, encoder_fingerprint, fast_forward
 from npmcore.index.precision import Setting, resolve_precision
+from npmcore.mask import MASK
 from npmcore.model.query_encoder import check_index, check_passage_weights, passage_side, passage_source
-from npmcore.rarity import block_frequency, token_kinds
-from npmcore.snapshots import DatastoreRows, IndexSnapshot, open_corpus, open_index
-from npmcore.storage import SnapshotError, local_folder
+from npmcore.rarity import token_kinds
+from npmcore.snapshots import open_index
+from npmcore.storage import local_folder
 from npmcore.vocab import content_words_of, vocab_tables
 
 log = logging.getLogger(__name__)
@@ -90,12 +80,7 @@ Mode = Literal["npm", "npm-single"]  # two query vectors ([MASKs][MASKe]) or one
 # ranked by what their passages say around them as well (npmcore.answer.ranking)
 Scoring = Literal["npm", "evidence"]
 SCORINGS: tuple[Scoring, ...] = ("evidence", "npm")
-KEPT_FROM = 50  # the phrases an answer of the kind a question asks for is looked for among (NPM.answer)
-
-
-class Unsupported(ValueError):
-    """The index cannot answer this kind of query (kNN search of an index of BM25 alone, or with another
-    encoder than its vectors'): the message says why and what works."""
+KEPT_FROM = 50  # the phrases an answer of the kind a question asks for is looked for among (NPM.answers_from)
 
 
 class QueryError(ValueError):
@@ -131,7 +116,7 @@ class Answer:
     parts: dict[str, float] | None = None  # evidence scoring: the score's parts (npmcore.answer.ranking.FEATURE_NAMES)
     # evidence scoring with the encoder's calibrator: the probability that it is right (npmcore.answer.confidence)
     confidence: float | None = None
-    rank: int = 0  # its phrase's rank among the query's candidates (0: the best; NPM.answer may pass some over)
+    rank: int = 0  # its phrase's rank among the query's candidates (0: the best; NPM.answers_from may pass some over)
 
 
 class NPM:
@@ -148,7 +133,7 @@ class NPM:
             an index whose vectors another encoder made is refused.
         cache: local folder for copies of remote snapshots (default: :func:`npmcore.storage.cache_dir`).
         ranker: the weights of evidence scoring; None = the encoder's ``ranker.json``, else the shipped
-            encoder's (:func:`ranker_of`), read when evidence scoring first needs them.
+            encoder's (:func:`npmcore.answer.ranking.ranker_of`), read when evidence scoring first needs them.
         precision: of the query encoder's products: ``auto``, ``f32`` or ``bf16`` (a GPU, or a CPU with bf16 units).
     """
 
@@ -179,14 +164,8 @@ class NPM:
             check_index(self.encoder_source, self.passage_side, index_url, self.index_snapshot.encoder_fingerprint)
         self.precision = resolve_precision(precision, self.model, self.tokenizer)
         log.info("queries are encoded in %s (the index's vectors: %s)", self.precision, self.index_snapshot.precision)
-        # why kNN search (restrict=False, closed-set labels) is refused; None: it works
-        self.knn_refused = foreign_encoder(self.index_snapshot, encoder, self.tokenizer, self.passage_model)
-        self._stored = None if self.knn_refused else stored_vectors(self.index_snapshot)
-        # an index of BM25 alone has no FAISS index: its passages are always encoded per query
-        self.index = read_index(str(local / "index.faiss")) if self.index_snapshot.vectors else None
-        if self.index is not None:
-            set_search_params(self.index, self.manifest.config["search_params"])
-        self.search_index = to_gpu(self.index) if self.index is not None else None
+        # why kNN search (restrict=False, closed-set labels) is refused (None: it works); another tokenizer raises
+        knn_refused = foreign_encoder(self.index_snapshot, encoder, self.tokenizer, self.passage_model)
         self.corpus = Corpus(
             tokens=np.load(local / "tokens.npy", mmap_mode="r"),
             offsets=np.load(local / "offsets.npy"),
@@ -196,11 +175,19 @@ class NPM:
         self._ranker = ranker
         self._kinds = token_kinds(self.tokenizer)
         self.evidence = EvidenceReader(self.index_snapshot, self.tokenizer, self.corpus)
-        self.bm25_dir = local / "bm25" if self.manifest.config["bm25"] else None
-        self._bm25: bm25.BM25Searcher | None = None
+        self.retrieval = Retrieval(
+            self.index_snapshot,
+            local,
+            self.corpus,
+            self.evidence,
+            self.tokenizer,
+            self.passage_model,
+            self.passage_fingerprint,
+            self.precision,
+            knn_refused,
+        )
         self.dim = int(self.manifest.config["dim"])
         self.scale = 1.0 / math.sqrt(self.dim)
-        self._frame = special_frame(self.tokenizer)
         self._word_words = functools.lru_cache(maxsize=1 << 16)(
             lambda ids: content_words_of(self.tokenizer.decode(list(ids), skip_special_tokens=True))
         )
@@ -247,44 +234,53 @@ class NPM:
 
     def predict(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> list[list[Answer]]:
         """NPM phrase prediction: the top ``config.answers`` answers of each query."""
-        return [self.top_answers(q, phrases, config) for q, phrases in zip(queries, self.phrases(queries, config))]
+        return [self.answers_from(q, phrases, config) for q, phrases in zip(queries, self.phrases(queries, config))]
 
     def phrases(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> Iterator[Phrases]:
         """Every candidate phrase of each query, scored (``config.scoring``) and ranked best first,
         yielded query by query (one query's candidates in memory at a time): what :meth:`predict`
-        answers from (its top ``config.answers`` are :meth:`top_answers`)."""
+        answers from (its top ``config.answers`` are :meth:`answers_from`)."""
         if config.scoring not in SCORINGS:
             raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {config.scoring!r}")
         evidence = config.scoring == "evidence"
-        for candidates in self._scored(queries, config, features=evidence):
+        for candidates in self.candidates(queries, config, features=evidence):
             yield rank_phrases(candidates, self.ranker) if evidence else candidates.phrases
 
-    def candidates(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> Iterator[Candidates]:
-        """Each query's candidates as NPM scores them, with the evidence features of every position:
+    def candidates(
+        self, queries: list[str], config: InferenceConfig = InferenceConfig(), features: bool = True
+    ) -> Iterator[Candidates]:
+        """Each query's candidates as NPM scores them, with (``features``) the evidence features of every position:
         what evidence scoring ranks (and :func:`npmcore.answer.ranking.fit_ranker` learns from)."""
-        return self._scored(queries, config, features=True)
-
-    def _scored(self, queries: list[str], config: InferenceConfig, features: bool) -> Iterator[Candidates]:
         sequences = [self.query_ids(q, 2) for q in queries]
         q = self.mask_states(sequences) * self.scale  # (B, 2, d): sims are q·E(c)
         if config.restrict:
-            restricted = self.restricted(queries, config.passages)
+            restricted = self.retrieval.restricted(queries, config.passages)
             for query, ids, (q_start, q_end), (tokens, vectors) in zip(queries, sequences, q, restricted, strict=True):
                 # tokens are whole passages: the spans starting at one of them are all those ending at one
-                spans = self._candidates(query, tokens, tokens[:0], config)
+                spans = self._candidate_spans(query, tokens, tokens[:0], config)
                 row = np.searchsorted(tokens, spans)  # (n, 2) rows of each span's first and last token; sorted ids
                 first, last = vectors[row[:, 0]] @ q_start, vectors[row[:, 1]] @ q_end
-                yield self._candidates_of(ids, spans, first, last, config, features)
+                yield self._scored_spans(ids, spans, first, last, config, features)
             return
-        _, found = self.search(q.reshape(-1, q.shape[-1]), config)  # (2B, k)
-        hits = found.reshape(len(queries), 2, -1)
+        _, found = self.retrieval.search(q.reshape(-1, q.shape[-1]), config.k, config.rerank, config.search_params)
+        hits = found.reshape(len(queries), 2, -1)  # (B, 2, k)
         for query, ids, (q_start, q_end), (starts, ends) in zip(queries, sequences, q, hits, strict=True):
-            spans = self._candidates(query, starts, ends, config)
-            first = self.token_vectors(spans[:, 0]) @ q_start if len(spans) else np.empty(0)
-            last = self.token_vectors(spans[:, 1]) @ q_end if len(spans) else np.empty(0)
-            yield self._candidates_of(ids, spans, first, last, config, features)
+            spans = self._candidate_spans(query, starts, ends, config)
+            first = self.retrieval.token_vectors(spans[:, 0]) @ q_start if len(spans) else np.empty(0)
+            last = self.retrieval.token_vectors(spans[:, 1]) @ q_end if len(spans) else np.empty(0)
+            yield self._scored_spans(ids, spans, first, last, config, features)
 
-    def _candidates_of(
+    def _candidate_spans(self, query: str, starts: np.ndarray, ends: np.ndarray, config: InferenceConfig) -> np.ndarray:
+        """(n, 2) candidate spans around retrieved start and end tokens, of whole words, none repeating the query's."""
+        spans = candidate_spans(self.corpus, starts, ends, config.l_max)
+        if config.content_words:
+            spans = content_spans(self.corpus, spans)
+        if config.exclude_query_words:
+            words = content_words_of(query.replace(MASK, " "))
+            spans = spans[~repeating_spans(self.corpus, spans, words, self._word_words)]
+        return spans[self.evidence.whole_words(spans)]  # never a piece of a word as the passage writes it
+
+    def _scored_spans(
         self,
         ids: list[int],
         spans: np.ndarray,
@@ -293,6 +289,8 @@ class NPM:
         config: InferenceConfig,
         features: bool,
     ) -> Candidates:
+        """One query's candidates: its spans' phrases scored from their first and last tokens' similarities, with
+        (``features``) their evidence features."""
         phrases = score_phrases(self.corpus, spans, first, last, config.tau, config.l_max)
         if not features:
             return Candidates(phrases, np.empty((len(phrases.scores), 0)), np.empty((len(spans), 0)))
@@ -310,10 +308,10 @@ class NPM:
         if config.restrict:
             hits = [
                 (ids, vectors @ qv)
-                for qv, (ids, vectors) in zip(q, self.restricted(queries, config.passages), strict=True)
+                for qv, (ids, vectors) in zip(q, self.retrieval.restricted(queries, config.passages), strict=True)
             ]
         else:
-            sims, found = self.search(q, config)
+            sims, found = self.retrieval.search(q, config.k, config.rerank, config.search_params)
             hits = [(f[f >= 0], s[f >= 0]) for s, f in zip(sims, found, strict=True)]
         results = []
         for ids, sims in hits:
@@ -340,15 +338,6 @@ class NPM:
             results.append(answers)
         return results
 
-    def _candidates(self, query: str, starts: np.ndarray, ends: np.ndarray, config: InferenceConfig) -> np.ndarray:
-        spans = candidate_spans(self.corpus, starts, ends, config.l_max)
-        if config.content_words:
-            spans = content_spans(self.corpus, spans)
-        if config.exclude_query_words:
-            words = content_words_of(query.replace(MASK, " "))
-            spans = spans[~repeating_spans(self.corpus, spans, words, self._word_words)]
-        return spans[self.evidence.whole_words(spans)]  # never a piece of a word as the passage writes it
-
     # --- closed set ---------------------------------------------------------------------
 
     def classify(
@@ -363,7 +352,7 @@ class NPM:
             q = self.encode_queries(queries, 2).sum(axis=1) * self.scale  # sim_start + sim_end
         else:
             q = self.encode_queries(queries, 1)[:, 0] * self.scale
-        sims, found = self.search(q, config)
+        sims, found = self.retrieval.search(q, config.k, config.rerank, config.search_params)
         out = np.empty((len(queries), len(label_words)))
         for row, (s, f) in enumerate(zip(sims, found, strict=True)):
             keep = f >= 0
@@ -372,126 +361,9 @@ class NPM:
             )
         return out
 
-    # --- pieces -------------------------------------------------------------------------
+    # --- answers -----------------------------------------------------------------------
 
-    def refused(self, restrict: bool) -> str | None:
-        """Why the index cannot answer queries restricted to its top BM25 passages (``restrict``), or kNN
-        queries; None: it can."""
-        if not restrict:
-            return self.knn_refused
-        if self.bm25_dir is None:
-            return f"index {self.url} was built without BM25: query it with restrict=false (kNN search)"
-        return None
-
-    def search(self, q: np.ndarray, config: InferenceConfig) -> tuple[np.ndarray, np.ndarray]:
-        """Top-k (sims, global ids) of scaled query vectors (n, d)."""
-        if self.knn_refused:
-            raise Unsupported(self.knn_refused)
-        rerank = config.rerank if config.rerank is not None else self.manifest.config.get("rerank", 1)
-        if rerank < 1:
-            raise ValueError(f"rerank must be >= 1, got {rerank}")
-        if self._stored is None:
-            rerank = 1
-        if config.search_params is not None:
-            set_search_params(self.search_index, config.search_params)
-        try:
-            sims, found = search(self.search_index, q, config.k * rerank)
-        finally:
-            if config.search_params is not None:
-                set_search_params(self.search_index, self.manifest.config["search_params"])
-        if rerank == 1:
-            return sims, found
-        return rescore(q, found, self._stored.gather, min(config.k, self.index.ntotal))
-
-    def token_vectors(self, ids: np.ndarray) -> np.ndarray:
-        """Vectors (n, d) of global tokens: exact from the datastore when it can be read, else
-        decoded from the index's codes."""
-        if self._stored is not None:
-            return self._stored.gather(ids)
-        if self.index is None:
-            raise Unsupported(self.knn_refused)
-        return reconstruct(self.index, ids)
-
-    def bm25_blocks(self, query: str, n: int) -> list[int]:
-        """Global block numbers of the top-``n`` BM25 passages for a query (its mask removed)."""
-        if (refused := self.refused(restrict=True)) is not None:
-            raise Unsupported(refused)
-        if self._bm25 is None:
-            self._bm25 = bm25.BM25Searcher(str(self.bm25_dir))
-        return [int(hit.block_id) for hit in self._bm25.search(query.replace(MASK, " "), n)]
-
-    def passages(self, query: str, n: int) -> list[str]:
-        """The texts of the top-``n`` BM25 passages of a query, as the encoder reads them (title first)."""
-        return [self.evidence.passage(block).text for block in self.bm25_blocks(query, n)]
-
-    def restricted(self, queries: list[str], passages: int) -> list[tuple[np.ndarray, np.ndarray]]:
-        """For each query: the sorted global ids (n,) and exact vectors (n, d) of every content
-        token of its top BM25 passages (:meth:`block_vectors`; each passage read or encoded once)."""
-        chosen = [sorted(set(self.bm25_blocks(query, passages))) for query in queries]
-        unique = sorted(set().union(*chosen))
-        vectors = dict(zip(unique, self.block_vectors(unique), strict=True))
-        out = []
-        for blocks in chosen:
-            ids = np.concatenate(
-                [np.arange(self.corpus.offsets[b], self.corpus.offsets[b + 1]) for b in blocks]
-                or [np.empty(0, dtype=np.int64)]
-            )
-            out.append(
-                (ids, np.concatenate([vectors[b] for b in blocks] or [np.empty((0, self.dim), dtype=np.float32)]))
-            )
-        return out
-
-    def block_vectors(self, blocks: list[int]) -> list[np.ndarray]:
-        """Exact vectors (n_b, d) of the content tokens of each block: the datastore's when it
-        holds this encoder's vectors and can be read, else encoded now."""
-        if self._stored is not None:
-            return [self._stored.rows(int(self.corpus.offsets[b]), int(self.corpus.offsets[b + 1])) for b in blocks]
-        keys = [passage_key(self.passage_fingerprint, self.precision, self.corpus.block_tokens(b)) for b in blocks]
-        found = [PASSAGES.get(key) for key in keys]  # encoded before, by any NPM of this process
-        missing = [n for n, vectors in enumerate(found) if vectors is None]
-        before, after = self._frame
-        framed = self.tokenizer(self.tokenizer.mask_token)["input_ids"]  # the special tokens around a text
-        sequences = [
-            framed[:before]
-            + self.corpus.block_tokens(blocks[n]).astype(np.int64).tolist()
-            + framed[len(framed) - after :]
-            for n in missing
-        ]
-        if not sequences:
-            return found
-        forward = fast_forward(self.passage_model, self.precision)
-        for n, hidden in zip(
-            missing, encode(self.passage_model, self.tokenizer, sequences, forward=forward), strict=True
-        ):
-            found[n] = hidden[before : len(hidden) - after]
-            PASSAGES.put(keys[n], found[n])
-        return found
-
-    def answer(
-        self, asked: Sequence[Asked], config: InferenceConfig = InferenceConfig()
-    ) -> list[tuple[str, list[Answer]]]:
-        """The answers of queries as a person types them (:func:`npmcore.answer.asking.ask`), each with the query
-        they answer: of each one's queries (:meth:`answered`), the one whose first answer is the most confident (the
-        first where there is no confidence)."""
-        return [
-            max(((query, found) for query, _, found in mine), key=lambda pair: _sureness(pair[1]))
-            for mine in self.answered(asked, config)
-        ]
-
-    def answered(
-        self, asked: Sequence[Asked], config: InferenceConfig = InferenceConfig()
-    ) -> Iterator[list[tuple[str, Phrases, list[Answer]]]]:
-        """What :meth:`answer` chooses from: for each asked, each of its queries with its phrases and answers (all
-        queries answered in one batch), only answers of the kind its question asks for (a place, a time, a number:
-        :func:`npmcore.answer.questions.fits`)."""
-        queries = [q for a in asked for q in a.queries]
-        found = zip(queries, self.phrases(queries, config), strict=True)
-        for a in asked:
-            keep = None if a.expects is None else functools.partial(fits, expects=a.expects)
-            mine = itertools.islice(found, len(a.queries))
-            yield [(query, phrases, self.top_answers(query, phrases, config, keep)) for query, phrases in mine]
-
-    def top_answers(
+    def answers_from(
         self,
         query: str,
         phrases: Phrases,
@@ -533,87 +405,9 @@ class NPM:
             answers = [replace(a, confidence=float(c)) for a, c in zip(answers, sure, strict=True)]
         return answers
 
-
-def _sureness(answers: list[Answer]) -> float:
-    """How sure a query's answers are: its first answer's confidence (0 without one; -1 with no answer)."""
-    return (answers[0].confidence or 0.0) if answers else -1.0
-
-
-def token_frequency(folder: Path, corpus: Corpus, vocab_size: int) -> tuple[np.ndarray, int]:
-    """(token_df (V,), blocks) of an index: its ``token_df.npy``, or counted now for an index built
-    before evidence scoring (one vectorised pass over its tokens)."""
-    blocks = len(corpus.offsets) - 1
-    if (folder / "token_df.npy").exists():
-        return np.load(folder / "token_df.npy"), blocks
-    log.info("index %s has no token_df.npy (built by an earlier package): counting it now", folder)
-    return block_frequency(corpus.tokens, corpus.offsets, vocab_size).df, blocks
-
-
-def ranker_of(encoder: str) -> Ranker:
-    """The evidence-scoring weights of an encoder: its folder's ``ranker.json``, else the shipped
-    encoder's (the evidence features mean the same for any encoder; fit one with ``bench/ranker.py``)."""
-    own = Path(local_model_dir(encoder)) / RANKER_FILE
-    if own.exists():
-        return Ranker.load(own)
-    shipped = Path(default_encoder_path()) / RANKER_FILE
-    log.info("encoder %s has no %s: evidence scoring uses the shipped encoder's (%s)", encoder, RANKER_FILE, shipped)
-    return Ranker.load(shipped)
-
-
-def calibrator_of(encoder: str, fingerprint: str, ranker: Ranker) -> Calibrator | None:
-    """The encoder's confidence calibrator (its folder's ``confidence.npz``, else the shipped encoder's), if it
-    was fitted on this encoder's answers (``fingerprint``) ranked by ``ranker``; None otherwise (logged): answers
-    then carry no confidence until ``bench/confidence.py`` fits one."""
-    for folder in (Path(local_model_dir(encoder)), Path(default_encoder_path())):
-        if (folder / CONFIDENCE_FILE).exists():
-            try:
-                calibrator = Calibrator.load(folder / CONFIDENCE_FILE)
-            except ValueError as e:  # another package's features, say
-                log.warning("%s", e)
-                continue
-            if calibrator.encoder == fingerprint and calibrator.ranker == ranker_checksum(ranker):
-                return calibrator
-    log.info("no %s fitted for encoder %s and its ranker: answers carry no confidence", CONFIDENCE_FILE, encoder)
-    return None
-
-
-def stored_vectors(index: IndexSnapshot) -> DatastoreRows | None:
-    """The index's datastore, for the exact vectors of BM25 passages; None (and a warning) when
-    it cannot be read, e.g. deleted after the index was built: passages are then encoded again."""
-    try:
-        return DatastoreRows(index.datastore)
-    except SnapshotError as e:
-        log.warning("BM25-restricted queries will encode their passages again: %s", e)
-        return None
-
-
-def foreign_encoder(
-    index: IndexSnapshot, encoder: str | None, tokenizer: PreTrainedTokenizerFast, model: PreTrainedModel
-) -> str | None:
-    """Why the encoder cannot search the index's vectors (None when it can: the same weights).
-    Another tokenizer is refused outright; another encoder of the same tokenizer, or an index of
-    BM25 alone, answers BM25-restricted queries only, since those encode their passages again."""
-    source = encoder or index.encoder or "default"
-    if tokenizer_fingerprint(tokenizer) != open_corpus(index.corpus).tokenizer:
-        raise ValueError(
-            f"index {index.url} holds tokens of another tokenizer than encoder {source!r}'s: "
-            "build an index with this encoder (npmcore index --model …)"
-        )
-    if not index.vectors:
-        return (
-            f"index {index.url} holds BM25 alone (no token vectors): kNN search (npm-no-bm25, closed-set tasks, "
-            "the kNN-LM) needs an index with vectors (npmcore index without --bm25-only); BM25-restricted queries "
-            "work"
-        )
-    fingerprint = encoder_fingerprint(model)
-    if fingerprint == index.encoder_fingerprint:
-        return None
-    return (
-        f"index {index.url} was built with encoder {index.manifest.config['encoder']!r} "
-        f"(weights {index.encoder_fingerprint}), but encoder {source!r} has weights {fingerprint}: kNN search "
-        "needs an index built with this encoder (npmcore index --model …); BM25-restricted queries work with "
-        "any encoder of the same tokenizer"
-    )
+    def close(self) -> None:
+        """Lets go of what the index holds open (its BM25 searcher)."""
+        self.retrieval.close()
 
 
 def label_token_ids(tokenizer, words: list[str]) -> tuple[np.ndarray, list[str]]:

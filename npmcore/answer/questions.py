@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-MASK = "[MASK]"
+from npmcore.mask import MASK
+
 WH_WORDS = frozenset({"who", "whom", "whose", "what", "which", "when", "where", "how", "why"})
 BE = frozenset({"is", "are", "was", "were", "am", "'s", "’s", "'re"})
 DO = {"do": "VBP", "does": "VBZ", "did": "VBD"}  # and the tag of the verb it stands before, as the statement says it
@@ -30,7 +31,7 @@ NUMBER_WORDS = frozenset(
     "eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred thousand million billion dozen "
     "half once twice".split()
 )
-TOKEN = re.compile(
+TOKEN_PATTERN = re.compile(
     r"(?i)\w+?(?=n['’]t\b)|n['’]t\b|['’](?:s|re|m|ve|ll|d)\b|\w+(?:[-.'’](?!(?:s|re|m|ve|ll|d)\b)\w+)*|[^\w\s]"
 )
 
@@ -89,7 +90,7 @@ def fits(answer: str, expects: Expect | None) -> bool:
 
 def tag(text: str) -> list[Token]:
     """``text``'s tokens, tagged (contractions apart: "what's" -> what 's; "didn't" -> did n't)."""
-    found = list(TOKEN.finditer(text))
+    found = list(TOKEN_PATTERN.finditer(text))
     if not found:
         return []
     tags = _tagger()([m.group() for m in found])
@@ -104,11 +105,11 @@ def _retagged(tokens: list[Token], i: int) -> Token:
     retag = None
     if t.lower in ("'s", "’s") and i > 0 and tokens[i - 1].lower in WH_WORDS:
         retag = "VBZ"
-    elif t.text in "“”„«»":
+    elif t.text in ("“", "”", "„", "«", "»"):
         retag = '"'
     elif t.text.isdigit():
         retag = "CD"
-    elif i > 0 and tokens[i - 1].lower == "who" and t.tag in ("NN", "NNS", "JJ") and verb_lemmas(t.lower):
+    elif i > 0 and tokens[i - 1].lower == "who" and t.tag in ("NN", "NNS", "JJ") and known_verb_lemmas(t.lower):
         retag = "VBD"  # "Who [shot] X?"
     return t if retag is None else Token(t.text, retag, t.start, t.end)
 
@@ -138,8 +139,9 @@ def wh_phrase(tokens: list[Token], at: int, preposition: Token | None) -> WhPhra
         return WhPhrase(word, at + 1, preposition=preposition)
     if word == "how" and nxt is not None:
         if nxt.lower in ("many", "much"):
-            noun = at + 2 < len(tokens) and not auxiliary(tokens[at + 2]) and tokens[at + 2].tag != "IN"
-            end = _wh_noun_end(tokens, at + 2, noun)  # "how many [matches]" (a noun, however tagged)
+            # "how many [matches]": the word after "many" is a noun, however tagged, unless auxiliary or preposition
+            noun_follows = at + 2 < len(tokens) and not is_auxiliary(tokens[at + 2]) and tokens[at + 2].tag != "IN"
+            end = _wh_noun_end(tokens, at + 2, first_is_noun=noun_follows)
             kind = "how-many" if end > at + 2 or nxt.lower == "many" else "how-much"
             return WhPhrase(kind, end, tuple(tokens[at + 2 : end]), preposition)
         if nxt.tag in ("JJ", "RB", "JJR"):
@@ -162,7 +164,7 @@ def noun_end(tokens: Sequence[Token], i: int) -> int:
             tokens[i].tag in ("VBN", "VBG")
             and i + 1 < len(tokens)
             and tokens[i + 1].tag in ("NN", "NNS")
-            and tokens[i - 1].tag not in ("NN", "NNS", "NNP", "NNPS")
+            and tokens[i - 1].tag not in ("NN", "NNS", "NNP", "NNPS")  # (at i == 0 Python's [-1]: the last token)
         )
         if not (tokens[i].tag in NOUNISH or tokens[i].tag in ("DT", '"') or modifier):  # "protected area", a title
             break
@@ -170,50 +172,56 @@ def noun_end(tokens: Sequence[Token], i: int) -> int:
     return i
 
 
-def _wh_noun_end(tokens: list[Token], i: int, forced: int = 0) -> int:
-    """The end of a wh-phrase's noun phrase from token ``i``: its words (the first ``forced`` whatever their tags),
-    joined by "of", "and" or "or", and a phrase of a preposition that a verb follows ("how many floors above the
-    ground has X"); a verb the tagger took for a plural noun is given back ("What river flows into X?")."""
-    end = noun_end(tokens, i + forced)
+def _wh_noun_end(tokens: list[Token], i: int, first_is_noun: bool = False) -> int:
+    """The end of a wh-phrase's noun phrase from token ``i``: its words (the first a noun whatever its tag where
+    ``first_is_noun``), joined by "of", "and" or "or", and a phrase of a preposition that a verb follows ("how many
+    floors above the ground has X"); a verb the tagger took for a plural noun is given back ("What river flows into
+    X?")."""
+    end = noun_end(tokens, i + 1 if first_is_noun else i)
     while i < end < len(tokens):
         joint = tokens[end]
-        noun = end + 1 < len(tokens) and joint.lower == "of" and not auxiliary(tokens[end + 1])
-        after = noun_end(tokens, end + 1 + noun)  # "what kind of [lock]", however tagged
+        # "what kind of [lock]": the word after "of" is a noun, however tagged, unless it is an auxiliary
+        noun_after_of = end + 1 < len(tokens) and joint.lower == "of" and not is_auxiliary(tokens[end + 1])
+        after = noun_end(tokens, end + 2 if noun_after_of else end + 1)
         joins = joint.lower in ("of", "and", "or") or (
-            joint.tag == "IN" and after < len(tokens) and verbal(tokens[after])
+            joint.tag == "IN" and after < len(tokens) and is_verbal(tokens[after])
         )
         if not joins or after == end + 1:
             break
         end = after
-    for k in range(i + max(1, forced), end):  # "river [flows] into", "database [indexes] X": a new phrase follows it
-        if verb_tagged_noun(tokens[k]) and (k + 1 == len(tokens) or tokens[k + 1].tag in PHRASE_START):
+    # "river [flows] into", "database [indexes] X": a new phrase follows it (never the phrase's first word)
+    for k in range(i + 1, end):
+        if is_verb_tagged_noun(tokens[k]) and (k + 1 == len(tokens) or tokens[k + 1].tag in PHRASE_START):
             return k
     return end
 
 
-def auxiliary(t: Token) -> bool:
+def is_auxiliary(t: Token) -> bool:
     return t.lower in BE or t.lower in DO or t.lower in HAVE or t.lower in MODALS
 
 
-def verbal(t: Token) -> bool:
-    return t.tag.startswith("VB") or t.tag == "MD" or auxiliary(t)
+def is_verbal(t: Token) -> bool:
+    return t.tag.startswith("VB") or t.tag == "MD" or is_auxiliary(t)
 
 
-def verb_tagged_noun(t: Token) -> bool:
-    """A present verb tagged as a plural noun ("flows", "indexes")."""
-    return t.tag == "NNS" and t.lower.endswith("s") and bool(verb_lemmas(t.lower))
+def is_verb_tagged_noun(t: Token) -> bool:
+    """Whether ``t`` is a present verb tagged as a plural noun ("flows", "indexes")."""
+    return t.tag == "NNS" and t.lower.endswith("s") and bool(known_verb_lemmas(t.lower))
 
 
 @functools.cache
-def verb_lemmas(word: str) -> tuple[str, ...]:
-    """The lemmas ``word`` is a form of, as a verb (lemminflect's tables); () when it is no verb's."""
+def known_verb_lemmas(word: str) -> tuple[str, ...]:
+    """Every lemma ``word`` is a form of, as a verb, in lemminflect's tables ("found": find, found); () when it is no
+    verb's there (a truthy result says ``word`` is a known verb form)."""
     from lemminflect import getAllLemmas
 
     return getAllLemmas(word, upos="VERB").get("VERB", ())
 
 
 @functools.cache
-def verb_lemma(word: str) -> str:
+def verb_base_form(word: str) -> str:
+    """``word``'s base form as a verb, lowercased: lemminflect's first lemma of it (from its tables, or guessed by its
+    rules for a word they lack: "found" -> find), the word itself where there is none."""
     from lemminflect import getLemma
 
     found = getLemma(word.lower(), upos="VERB")

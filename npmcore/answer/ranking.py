@@ -37,6 +37,7 @@ are fitted on dev data (:func:`fit_ranker`) and ship as ``ranker.json`` beside t
 """
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -44,7 +45,10 @@ from pathlib import Path
 import numpy as np
 
 from npmcore.answer.phrases import Corpus, Phrases
-from npmcore.rarity import OTHER
+from npmcore.encoder import default_encoder_path, local_model_dir
+from npmcore.rarity import OTHER, block_frequency
+
+log = logging.getLogger(__name__)
 
 RUN = 16  # longest context run compared, in tokens
 SHARE_SMOOTHING = 1.0  # added to a query side's IDF sum: a side of punctuation alone shares next to nothing
@@ -99,6 +103,16 @@ def _pad(ids: np.ndarray, n: int) -> np.ndarray:
 def idf_of(df: np.ndarray, blocks: int) -> np.ndarray:
     """(V,) smoothed inverse document frequency ``log((blocks + 1) / (df + 1))``, >= 0."""
     return np.log((blocks + 1) / (np.asarray(df, dtype=np.float64) + 1))
+
+
+def token_frequency(folder: Path, corpus: Corpus, vocab_size: int) -> tuple[np.ndarray, int]:
+    """(token_df (V,), blocks) of an index: its ``token_df.npy``, or counted now for an index built
+    before evidence scoring (one vectorised pass over its tokens)."""
+    blocks = len(corpus.offsets) - 1
+    if (folder / "token_df.npy").exists():
+        return np.load(folder / "token_df.npy"), blocks
+    log.info("index %s has no token_df.npy (built by an earlier package): counting it now", folder)
+    return block_frequency(corpus.tokens, corpus.offsets, vocab_size).df, blocks
 
 
 def position_features(
@@ -244,6 +258,17 @@ class Ranker:
     @classmethod
     def load(cls, path: str | Path) -> "Ranker":
         return cls.from_json(Path(path).read_text(encoding="utf-8"), str(path))
+
+
+def ranker_of(encoder: str) -> Ranker:
+    """The evidence-scoring weights of an encoder: its folder's ``ranker.json``, else the shipped
+    encoder's (the evidence features mean the same for any encoder; fit one with ``bench/ranker.py``)."""
+    own = Path(local_model_dir(encoder)) / RANKER_FILE
+    if own.exists():
+        return Ranker.load(own)
+    shipped = Path(default_encoder_path()) / RANKER_FILE
+    log.info("encoder %s has no %s: evidence scoring uses the shipped encoder's (%s)", encoder, RANKER_FILE, shipped)
+    return Ranker.load(shipped)
 
 
 @dataclass(frozen=True)

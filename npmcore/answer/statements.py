@@ -29,33 +29,33 @@ from npmcore.answer.questions import (
     BE,
     DO,
     HAVE,
-    MASK,
     MODALS,
     NOUNISH,
     WH_WORDS,
     Expect,
     Token,
     WhPhrase,
-    auxiliary,
     inflected,
+    is_auxiliary,
+    is_verb_tagged_noun,
+    is_verbal,
+    known_verb_lemmas,
     noun_end,
     span,
     tag,
-    verb_lemma,
-    verb_lemmas,
-    verb_tagged_noun,
-    verbal,
+    verb_base_form,
     wh_phrase,
 )
+from npmcore.mask import MASK
 
-NOUN_END = frozenset({"NN", "NNS", "NNP", "NNPS", "CD", '"', ")"})  # how an object ends
+NP_END = frozenset({"NN", "NNS", "NNP", "NNPS", "CD", '"', ")"})  # how an object ends
 NP_START = NOUNISH | {"DT", "PRP", "PRP$", "EX", '"', "(", "PDT"}
 # what cannot start the subject after "be" or "have": "Who is [married] to X?" asks for the subject
 NOT_SUBJECT = frozenset({"VBN", "VBG", "VBD", "IN", "TO", "RB", "RBR", "JJ", "JJR", "JJS", ",", ".", "MD", "CC"})
 # what ends a copula's clause: "born", "famous", "located", "best known", "set up"
 PREDICATE = frozenset({"VBN", "VBD", "VBG", "JJ", "JJR", "JJS", "RB", "RBS", "RP"})
-NOUN_BEFORE = frozenset({"DT", "JJ", "PRP$", "POS"})  # a word after these is a noun ("the [turn] of the screw")
-OBJECT_BEFORE = frozenset({"IN", "DT", "TO", "PRP$", "POS"})  # a word after these is an object, not a predicate
+BEFORE_NOUN = frozenset({"DT", "JJ", "PRP$", "POS"})  # a word after these is a noun ("the [turn] of the screw")
+BEFORE_OBJECT = frozenset({"IN", "DT", "TO", "PRP$", "POS"})  # a word after these is an object, not a predicate
 # where a predicate starts after a name: "Cleveland [at] the mouth of" (not "of", "for": "the Bank of England")
 LOCATIVES = frozenset({"at", "on", "near", "along", "beside", "off", "inside", "outside", "under", "above", "below"})
 PARTICLES = frozenset({"out", "up", "off", "down", "back", "away", "together", "apart"})  # "come out": no gap after
@@ -94,7 +94,7 @@ def state(question: str) -> Stated:
         lead = text[: tokens[at - 1].end]  # a fronted adverbial: "In 1969,"
     elif at > 0:
         wh = wh_phrase(tokens, at, None)
-        return Stated(_finished(text, _in_place(text, tokens, at, wh)), wh and wh.expects)
+        return Stated(_finished(text, _in_place(text, tokens, at, wh)), None if wh is None else wh.expects)
     wh = wh_phrase(tokens, at, preposition)
     if wh is None:
         return Stated(())
@@ -124,23 +124,24 @@ def _rewritten(text: str, tokens: list[Token], wh: WhPhrase) -> list[str]:
         return [f"{s} {clause}" for s in _rewritten(text[: rest[cut].start].rstrip(" ,"), tokens[: wh.end + cut], wh)]
     if not rest:
         return []
+    if is_verb_tagged_noun(rest[0]):  # "What river [flows] into X?": the statement reads it as the verb it is
+        rest[0] = Token(rest[0].text, "VBZ", rest[0].start, rest[0].end)
     first = rest[0]
-    if verb_tagged_noun(first):
-        first = rest[0] = Token(first.text, "VBZ", first.start, first.end)
-    be = first.lower in BE and first.tag != "POS"
-    aux = be or first.lower in DO or first.lower in HAVE or first.lower in MODALS
-    if aux and len(rest) > 1 and rest[1].lower not in ("n't", "not"):
-        checked = be or first.lower in HAVE  # "Who is married to X?", "Who has won X?": the subject is asked
-        second, third = rest[1], rest[2] if len(rest) > 2 else None
-        named = third is not None and (third.tag in NOUN_END or second.tag == "VBG" and third.tag == "VBN")
+    first_is_be = first.lower in BE and first.tag != "POS"
+    first_is_aux = first_is_be or first.lower in DO or first.lower in HAVE or first.lower in MODALS
+    if first_is_aux and len(rest) > 1 and rest[1].lower not in ("n't", "not"):
+        checked = first_is_be or first.lower in HAVE  # "Who is married to X?", "Who has won X?": the subject is asked
+        second = rest[1]
+        third = rest[2] if len(rest) > 2 else None
+        named = third is not None and (third.tag in NP_END or (second.tag == "VBG" and third.tag == "VBN"))
         named = named and not (second.tag == "VBN" and third.tag not in ("NN", "NNS"))  # "is called [Joual]"
         adjective = second.tag in ("JJ", "VBG", "VBN") and (second.text[:1].isupper() or named)  # "united nations"
         if not checked or second.tag not in NOT_SUBJECT or adjective:  # "Romanian", "notable works": a subject
             made = _inverted(text, rest, wh)
             if made is not None:
                 return made
-    adverb = (first.tag == "RB" or first.lower in ADVERBS) and len(rest) > 1 and verbal(rest[1])  # "who first X"
-    if first.tag.startswith("VB") or first.tag == "MD" or aux or adverb:
+    adverb = (first.tag == "RB" or first.lower in ADVERBS) and len(rest) > 1 and is_verbal(rest[1])  # "who first X"
+    if first.tag.startswith("VB") or first.tag == "MD" or first_is_aux or adverb:
         return _as_subject(text, rest, wh)
     if wh.kind == "how-many" and first.tag in ("IN", "TO", "RP"):
         return [f"there are {MASK} {span(text, wh.noun)} {span(text, rest)}"]  # "how many episodes in season 3"
@@ -163,19 +164,22 @@ def _passive(text: str, rest: list[Token]) -> list[str]:
     """ "wrote Hamlet" -> "Hamlet was written by [MASK]" (a past or present verb and its object; a phrase after the
     object, "in 1928", kept after the mask)."""
     verb = rest[0]
-    lemma = verb_lemma(verb.text)
-    if verb.tag not in ("VBD", "VBN", "VBZ", "VBP") or auxiliary(verb) or lemma in INTRANSITIVE:
+    lemma = verb_base_form(verb.text)
+    if verb.tag not in ("VBD", "VBN", "VBZ", "VBP") or is_auxiliary(verb) or lemma in INTRANSITIVE:
         return []
     end = 1
     while end < len(rest) and (rest[end].tag not in ("IN", "TO", ",", "WDT", "WP", "WRB") or rest[end].lower == "of"):
         end += 1
     obj = rest[1:end]
-    if not obj or obj[0].tag not in NP_START or obj[-1].tag not in NOUN_END:
+    if not obj or obj[0].tag not in NP_START or obj[-1].tag not in NP_END:
         return []
     head = next((obj[k - 1] for k in range(1, len(obj)) if obj[k].lower == "of"), obj[-1])  # "the lyrics of X"
     plural = head.tag in ("NNS", "NNPS")
     past = verb.tag in ("VBD", "VBN")
-    be = ("were" if plural else "was") if past else ("are" if plural else "is")
+    if past:
+        be = "were" if plural else "was"
+    else:
+        be = "are" if plural else "is"
     return [f"{span(text, obj)} {be} {inflected(lemma, 'VBN')} by {MASK} {span(text, rest[end:])}"]
 
 
@@ -200,19 +204,22 @@ def _inverted(text: str, rest: list[Token], wh: WhPhrase) -> list[str] | None:
     perfect = aux.lower in HAVE
     verbs = ("VBN", "VBD") if perfect else ("VB", "VBP")
     at = next(
-        (i for i, t in enumerate(words) if i > 0 and t.tag in verbs and words[i - 1].tag not in NOUN_BEFORE), None
+        (i for i, t in enumerate(words) if i > 0 and t.tag in verbs and words[i - 1].tag not in BEFORE_NOUN), None
     )
     if at is None and not perfect:  # tagged loosely: any verb after the subject, or a verb's base tagged a noun
         at = next((i for i, t in enumerate(words) if i > 0 and t.tag.startswith("VB")), None)
-        bases = [i for i in range(1, len(words)) if _base_verb(words, i)]  # after a name: "did Alan Sokal [fool]"
-        named = [i for i in bases if words[i - 1].tag in ("NNP", "NNPS", "PRP", "RB")]
-        at = at if at is not None else (named or bases or [None])[0] if named else bases[-1] if bases else None
-        if at is None and stranded == len(words) - 1 and words[-1].lower in verb_lemmas(words[-1].lower):
+        bases = [i for i in range(1, len(words)) if _is_base_verb(words, i)]
+        bases_after_name = [i for i in bases if words[i - 1].tag in ("NNP", "NNPS", "PRP", "RB")]
+        if at is None and bases_after_name:  # the first after a name: "did Alan Sokal [fool]"
+            at = bases_after_name[0]
+        elif at is None and bases:
+            at = bases[-1]
+        if at is None and stranded == len(words) - 1 and words[-1].lower in known_verb_lemmas(words[-1].lower):
             at, stranded = stranded, None  # "what shells do hermit crabs like": a verb tagged as a preposition
-    if at is not None and at > 2 and words[at - 1].tag == "TO" and verb_lemmas(words[at - 2].lower):
+    if at is not None and at > 2 and words[at - 1].tag == "TO" and known_verb_lemmas(words[at - 2].lower):
         at -= 2  # the verb before an infinitive: "did X [want] to become", "does a wave [need] to travel"
     if at is None:
-        if perfect and wh.kind != "how-many" or aux.lower in DO:  # the clause's own verb: "Who did the voice"
+        if (perfect and wh.kind != "how-many") or aux.lower in DO:  # the clause's own verb: "Who did the voice"
             return _as_subject(text, rest, wh)
         if perfect:  # "How many children has X?" -> "X has [MASK] children."
             end = noun_end(words, 0)
@@ -220,7 +227,7 @@ def _inverted(text: str, rest: list[Token], wh: WhPhrase) -> list[str] | None:
         return None
     subject, verb = words[:at], words[at]
     verb_end = at + 1
-    if verb_end + 1 < len(words) and words[verb_end].tag == "TO" and verb_lemmas(words[verb_end + 1].lower):
+    if verb_end + 1 < len(words) and words[verb_end].tag == "TO" and known_verb_lemmas(words[verb_end + 1].lower):
         after = verb_end + 2  # an infinitive without an object of its own asks for it: "X wanted to become [MASK]"
         if after < len(words) and words[after].tag == "VBN":
             after += 1  # "began to be called [MASK]"
@@ -234,7 +241,7 @@ def _inverted(text: str, rest: list[Token], wh: WhPhrase) -> list[str] | None:
         verb_end += 1  # "give up", "come out"
     verb_text = span(text, words[at:verb_end])
     if aux.lower in DO:  # the verb's base form after "do" ("did Liu Bei found" -> "founded", not "find"'s past)
-        base = verb.lower if verb.lower in verb_lemmas(verb.lower) else verb_lemma(verb.text)
+        base = verb.lower if verb.lower in known_verb_lemmas(verb.lower) else verb_base_form(verb.text)
         verb_text = inflected(base, DO[aux.lower]) + verb_text[len(verb.text) :]
     else:
         verb_text = f"{aux.text} {verb_text}"  # "will win", "has directed"
@@ -245,12 +252,12 @@ def _shifted(stranded: int | None, by: int) -> int | None:
     return None if stranded is None or stranded < by else stranded - by
 
 
-def _base_verb(words: list[Token], i: int) -> bool:
+def _is_base_verb(words: list[Token], i: int) -> bool:
     """Whether ``words[i]``, tagged a noun or an adjective, is a verb's base form after its subject ("did Queen
     Victoria reign", "did X first encounter")."""
     t, before = words[i], words[i - 1]
-    after_subject = before.tag not in NOUN_BEFORE or before.lower in ADVERBS
-    return t.tag in ("NN", "JJ") and after_subject and t.lower in verb_lemmas(t.lower)
+    after_subject = before.tag not in BEFORE_NOUN or before.lower in ADVERBS
+    return t.tag in ("NN", "JJ") and after_subject and t.lower in known_verb_lemmas(t.lower)
 
 
 def _copula(text: str, aux: Token, words: list[Token], stranded: int | None, wh: WhPhrase) -> list[str]:
@@ -266,17 +273,17 @@ def _copula(text: str, aux: Token, words: list[Token], stranded: int | None, wh:
     while end > 1 and (words[end - 1].tag in PREDICATE or words[end - 1].lower in PARTICLES):
         before, word = words[end - 2], words[end - 1]
         described = before.tag in ("JJ", "JJR") and before.lower not in ADVERBS and word.tag in ("VBG", "JJ", "JJR")
-        if before.tag in OBJECT_BEFORE or described:  # "the housefly", "for stuttering", "great awakening": an object
+        if before.tag in BEFORE_OBJECT or described:  # "the housefly", "for stuttering", "great awakening": an object
             break
         end -= 1
     if end == limit:
-        participle = next((k for k in range(1, limit) if _participle(words, k)), None)
+        participle = next((k for k in range(1, limit) if _is_participle(words, k)), None)
         if participle is not None:  # "Sápmi traditionally called in English", "Pompey defeated by Caesar"
             end = participle
             while end > 1 and words[end - 1].tag == "RB":
                 end -= 1
         elif stranded is not None or wh.kind in ("where", "when") or wh.preposition:  # "X a member of"
-            end = next((k for k in range(1, limit) if _second_phrase(words, k, stranded is not None)), limit)
+            end = next((k for k in range(1, limit) if _starts_predicate(words, k, stranded is not None)), limit)
     subject, predicate = words[:end], words[end:]
     if wh.kind == "how-adj":
         return [] if predicate else [f"{span(text, subject)} {be} {MASK} {wh.noun[0].text}"]  # "X is [MASK] old"
@@ -285,18 +292,20 @@ def _copula(text: str, aux: Token, words: list[Token], stranded: int | None, wh:
     return [_filled(text, subject, be, predicate, _shifted(stranded, end), wh, copula=True)]
 
 
-def _participle(words: list[Token], k: int) -> bool:
+def _is_participle(words: list[Token], k: int) -> bool:
     """Whether ``words[k]`` is a participle after the subject ("Pompey [defeated] by", "autonomy [recognised] by")."""
     before = words[k - 1].tag
-    return words[k].tag == "VBN" and before != "DT" or words[k].tag == "VBD" and before in ("NN", "NNS", "NNP", "NNPS")
+    if words[k].tag == "VBN":
+        return before != "DT"
+    return words[k].tag == "VBD" and before in ("NN", "NNS", "NNP", "NNPS")
 
 
-def _second_phrase(words: list[Token], k: int, stranded: bool) -> bool:
+def _starts_predicate(words: list[Token], k: int, has_stranded: bool) -> bool:
     """Whether a predicate starts at ``words[k]`` after the subject's noun: "X [a member] of", "X [sharing] borders
-    with", and before a stranded preposition "the Qikiqtaaluk Region [part] of"."""
+    with", and, where a preposition is stranded (``has_stranded``), after a name: "the Qikiqtaaluk Region [part] of"."""
     before, word = words[k - 1].tag, words[k].tag
-    proper = stranded and before in ("NNP", "NNPS") and (word == "NN" or words[k].lower in LOCATIVES)
-    return before in NOUNISH and word in ("DT", "PRP$", "VBG", "VBN") or proper
+    after_name = has_stranded and before in ("NNP", "NNPS") and (word == "NN" or words[k].lower in LOCATIVES)
+    return (before in NOUNISH and word in ("DT", "PRP$", "VBG", "VBN")) or after_name
 
 
 def _filled(
@@ -311,39 +320,51 @@ def _filled(
     """The statement: its subject, its verb group and what follows, the mask where the wh-phrase's gap is
     (``stranded``: the index in ``after`` of the preposition left behind)."""
     head = f"{span(text, subject)} {verb}"
-    rest = span(text, after)
+    after_text = span(text, after)
     gap = wh.gap(text)
     if stranded is not None:  # "Which country is Timbuktu in?"
         return f"{head} {span(text, after[: stranded + 1])} {gap} {span(text, after[stranded + 1 :])}"
     if wh.kind == "how-many":
-        return f"{head} {MASK} {span(text, wh.noun)} {rest}"
+        return f"{head} {MASK} {span(text, wh.noun)} {after_text}"
     if wh.kind == "how-much":
-        return f"{head} {MASK} {rest}"
+        return f"{head} {MASK} {after_text}"
     if wh.kind == "how-adj":  # "How long did X reign?" -> "X reigned for [MASK]."
-        return f"{head} {rest} for {MASK}" if wh.noun[0].lower == "long" and not copula else ""
+        return f"{head} {after_text} for {MASK}" if wh.noun[0].lower == "long" and not copula else ""
     if wh.preposition is not None:  # "In which year was X crowned?"
-        return f"{head} {rest} {wh.preposition.text.lower()} {gap}"
-    naming = next((k for k, t in enumerate(after) if t.tag.startswith("VB") and verb_lemma(t.text) in NAMING), None)
+        return f"{head} {after_text} {wh.preposition.text.lower()} {gap}"
+    naming = next((k for k, t in enumerate(after) if t.tag.startswith("VB") and verb_base_form(t.text) in NAMING), None)
     found_in = wh.expects in ("place", "time")  # a place or a time is found after "in"
     if copula and naming is not None and not found_in:  # "What is X traditionally called in English?"
         return f"{head} {span(text, after[: naming + 1])} {gap} {span(text, after[naming + 1 :])}"
-    lemma = next((verb_lemma(w) for w in verb.split() if not auxiliary(Token(w, "", 0, 0)) and w not in PARTICLES), "")
-    still = copula or not after and lemma in INTRANSITIVE  # "What city was X born?", "What city did X die?"
-    if wh.kind in ("where", "when") or wh.expects == "time" or found_in and still:
-        return f"{head} {rest} in {gap}"
+    # the verb group's own verb ("will [happen]", "has [directed]"): its first word no auxiliary and no particle
+    lemma = next(
+        (verb_base_form(w) for w in verb.split() if not is_auxiliary(Token(w, "", 0, 0)) and w not in PARTICLES), ""
+    )
+    still = copula or (not after and lemma in INTRANSITIVE)  # "What city was X born?", "What city did X die?"
+    if wh.kind in ("where", "when") or wh.expects == "time" or (found_in and still):
+        return f"{head} {after_text} in {gap}"
     if copula:  # "What is the capital of Australia?" -> "The capital of Australia is [MASK]."
-        return f"{head} {rest} {gap}"
+        return f"{head} {after_text} {gap}"
     if after and lemma in NAMING:  # "what do they call a machete" -> "they call a machete [MASK]"
-        named = noun_end(after, 0)
-        return f"{head} {span(text, after[:named])} {gap} {span(text, after[named:])}"
-    return f"{head} {gap} {rest}"  # the verb's object: "X married [MASK] in 1954."
+        name_end = noun_end(after, 0)
+        return f"{head} {span(text, after[:name_end])} {gap} {span(text, after[name_end:])}"
+    return f"{head} {gap} {after_text}"  # the verb's object: "X married [MASK] in 1954."
 
 
 def _in_place(text: str, tokens: list[Token], at: int, wh: WhPhrase | None) -> list[str]:
     """A wh-phrase inside a statement ("The song X is from which year?"): the phrase becomes the mask."""
-    if wh is None or wh.kind == "how-adj" or not wh.noun and wh.end < len(tokens):  # "fibres [which] are": relative
+    if wh is None or wh.kind == "how-adj":
+        return []
+    if not wh.noun and wh.end < len(tokens):  # "fibres [which] are": a relative clause, not a question
         return []
     before = text[: tokens[at].start].rstrip()
     after = text[tokens[wh.end - 1].end :].strip()
-    gap = f"{MASK} {span(text, wh.noun)}" if wh.kind == "how-many" else MASK if wh.kind == "how-much" else wh.gap(text)
-    return [f"{before} {'in ' if wh.kind in ('where', 'when') else ''}{gap} {after}"]
+    if wh.kind == "how-many":
+        gap = f"{MASK} {span(text, wh.noun)}"
+    elif wh.kind == "how-much":
+        gap = MASK
+    else:
+        gap = wh.gap(text)
+    if wh.kind in ("where", "when"):
+        gap = f"in {gap}"
+    return [f"{before} {gap} {after}"]

@@ -38,7 +38,7 @@ class MaskFiller:
         for query in queries:
             ids = self.npm.query_ids(query, 1)
             if read:
-                text = " ".join(self.npm.passages(query, passages))
+                text = " ".join(self.npm.retrieval.passages(query, passages))
                 context = tokenizer(text, add_special_tokens=False)["input_ids"]
                 room = max(0, tokenizer.model_max_length - len(ids))
                 ids = ids[:before] + context[:room] + ids[before:]

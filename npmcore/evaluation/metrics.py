@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
-from npmcore.evaluation.templates import MASK
+from npmcore.mask import MASK
 from npmcore.vocab import content_words_of
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")

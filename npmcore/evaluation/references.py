@@ -28,7 +28,7 @@ from pathlib import Path
 from npmcore.corpus.readers import DEFAULT_NEWS, default_corpus, read_wikiextractor
 from npmcore.evaluation.readers import lama_facts, schema_error
 from npmcore.evaluation.tasks import LAMA_TASKS, SENTIMENT_TASKS, TASKS, Task, load_task
-from npmcore.evaluation.templates import MASK
+from npmcore.mask import MASK
 
 logger = logging.getLogger(__name__)
 

@@ -14,6 +14,7 @@ from typing import Literal
 
 import numpy as np
 
+from npmcore.answer.answering import best_answers
 from npmcore.answer.asking import Asked
 from npmcore.answer.inference import NPM, InferenceConfig, Mode, label_token_ids
 from npmcore.evaluation.baselines import BASELINES, MaskFiller
@@ -203,11 +204,11 @@ def _closed(
 
 
 def _open(examples, npm: NPM, mode: Mode, config: InferenceConfig) -> list[Record]:
-    """Records of NPM's answers: each example asked as it asks (a question's statements: NPM.answer); NPM single
+    """Records of NPM's answers: each example asked as it asks (a question's statements: best_answers); NPM single
     answers the first query alone."""
     if mode == "npm":
         asked = [ex.asked or Asked(ex.query, (ex.query,), "mask") for ex in examples]
-        answers = [found for _, found in npm.answer(asked, config)]
+        answers = [found for _, found in best_answers(npm, asked, config)]
     else:
         answers = npm.predict_tokens([ex.query for ex in examples], config)
     records = []
@@ -215,7 +216,7 @@ def _open(examples, npm: NPM, mode: Mode, config: InferenceConfig) -> list[Recor
         top = found[0] if found else None
         evidence = str(top.evidence[0].block) if top and top.evidence else ""
         queries = ex.queries if mode == "npm" else (ex.query,)
-        passages = [p for q in queries for p in npm.passages(q, config.passages)] if config.restrict else []
+        passages = [p for q in queries for p in npm.retrieval.passages(q, config.passages)] if config.restrict else []
         searched = in_passages(ex.answers, passages) if config.restrict else None
         record = _open_record(ex, top.text if top else "", top.score if top else 0.0, evidence, searched)
         # nothing answered is sure to be wrong, where answers carry a confidence
@@ -228,7 +229,7 @@ def _filled(examples, npm: NPM, filler: MaskFiller, read: bool, config: Inferenc
     """Records of a baseline: the head's one word at the mask (after the top BM25 passage with ``read``)."""
     records = []
     for ex, text in zip(examples, filler.fill([ex.query for ex in examples], read), strict=True):
-        searched = in_passages(ex.answers, npm.passages(ex.query, 1)) if read else None
+        searched = in_passages(ex.answers, npm.retrieval.passages(ex.query, 1)) if read else None
         records.append(_open_record(ex, text, 0.0, "", searched))
     return records
 

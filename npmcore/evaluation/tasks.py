@@ -102,7 +102,7 @@ class Example:
     text: str = ""
     group: str = ""  # the subset it is scored in as well (entity translation: its language; temporal: its kind)
     stale: tuple[str, ...] = ()  # answers that were right once and are wrong now (temporal: the older dump's)
-    # a question asked as its statements (npmcore.answer.asking.ask; ``query`` the first), answered by NPM.answer;
+    # a question asked as its statements (npmcore.answer.asking.ask; ``query`` the first), answered by best_answers;
     # None: ``query`` alone
     asked: Asked | None = None
 

@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from npmcore.answer.asking import MASK
+from npmcore.mask import MASK
 
 
 @dataclass(frozen=True)

@@ -44,8 +44,8 @@ from typing import Literal
 from npmcore.corpus.readers import Document, read_wikiextractor
 from npmcore.evaluation.diagnostics import Kind, answer_key, answer_kind
 from npmcore.evaluation.dumps import DUMPS  # the old and the new dump
-from npmcore.evaluation.templates import MASK
 from npmcore.evaluation.verbatim import maskable, sentences
+from npmcore.mask import MASK
 from npmcore.vocab import FUNCTION_WORDS, content_words_of
 
 FactKind = Literal["changed", "unchanged"]

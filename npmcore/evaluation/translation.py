@@ -37,7 +37,7 @@ from pathlib import Path
 
 from npmcore.corpus.readers import read_wikiextractor
 from npmcore.evaluation.tasks import Split
-from npmcore.evaluation.templates import MASK
+from npmcore.mask import MASK
 
 # Languages written in a non-Latin script (their names as Wikipedia's language labels write them).
 LANGUAGES: tuple[str, ...] = (

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 
 from npmcore.corpus.blocks import sentence_starts
 from npmcore.evaluation.diagnostics import KINDS, Kind, answer_kind
-from npmcore.evaluation.templates import MASK
+from npmcore.mask import MASK
 from npmcore.vocab import FUNCTION_WORDS, content_words_of
 
 MIN_WORDS, MAX_WORDS = 8, 60

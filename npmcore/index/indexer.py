@@ -13,10 +13,8 @@ Layout ({store}/index/{id}/), all of it needed at query time and nothing more::
     bm25/…          Lucene index of the blocks (doc id = global block number), for the
                     BM25-restricted open-set mode
 
-An index may also hold **BM25 alone** (:func:`build_bm25_index`: factory ``BM25``, ``vectors``
-false in its manifest, no ``index.faiss``, no datastore): the BM25-restricted open-set mode
-encodes its top passages per query and needs nothing else, so evaluating against a large
-corpus costs a Lucene index, not an embedding of every token. kNN search refuses it.
+An index may also hold **BM25 alone**, of a corpus (:mod:`npmcore.index.bm25_index`: no
+``index.faiss``, no datastore).
 
 The index and its datastore and corpus live in the same store; the block texts (for
 evidence) are read from the corpus snapshot, and kNN search re-scores its shortlist with the
@@ -24,7 +22,7 @@ datastore's exact vectors (``rerank``). The id is a digest of the datastore id a
 config: the same datastore and config give the same snapshot.
 
 A build is three steps, each finished once in the snapshot's staging folder (``.partial-{id}``,
-kept when a build dies, so a rerun resumes after the last finished step):
+kept when a build dies, so a rerun resumes after the last finished step; :mod:`npmcore.index.staging`):
 
 1. :func:`build_faiss_files`: train on a bounded sample read row by row from the datastore,
    encode every shard on the Dask workers (exhaustive PQ: codes; IVF: a shard index), then
@@ -36,13 +34,12 @@ kept when a build dies, so a rerun resumes after the last finished step):
 """
 
 import functools
-import json
 import logging
 import shutil
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 import faiss
@@ -51,14 +48,11 @@ import numpy as np
 from distributed import Client
 
 from npmcore.cluster import map_bounded
-from npmcore.corpus.blocks import encoder_input
-from npmcore.index import bm25
+from npmcore.index.bm25_passages import write_bm25
 from npmcore.index.datastore import reusable_blocks
 from npmcore.index.faiss_index import (
     OPQ_ITERATIONS,
-    IndexChoice,
     add_codes,
-    choose_index,
     emptied,
     finalize,
     is_ivf,
@@ -69,6 +63,8 @@ from npmcore.index.faiss_index import (
     takes_codes,
     train_index,
 )
+from npmcore.index.index_choice import IndexChoice, choose_index
+from npmcore.index.staging import clear_finished, finish, finished, publish, upload, write_renamed
 from npmcore.rarity import block_frequency
 from npmcore.snapshots import (
     INDEX,
@@ -76,7 +72,6 @@ from npmcore.snapshots import (
     open_corpus,
     open_datastore,
     open_index,
-    read_blocks,
     read_shard,
     shard_arrays,
 )
@@ -95,7 +90,6 @@ from npmcore.storage import (
 )
 
 log = logging.getLogger(__name__)
-BM25_ONLY = "BM25"  # the factory named by an index that holds BM25 alone (no token vectors)
 TRAINED = "trained.faiss"  # the trained, empty FAISS index, kept in the snapshot: incremental rebuilds reuse it
 Progress = Callable[[int], None]  # called with the tokens just added to the index
 
@@ -132,7 +126,7 @@ def store_root(snapshot: str) -> str:
 
 def choose_for(tokens: int, dim: int, config: IndexConfig) -> IndexChoice:
     """The index ``config`` asks for over ``tokens`` vectors of ``dim`` dimensions (what it leaves
-    open chosen by :func:`npmcore.index.faiss_index.choose_index`)."""
+    open chosen by :func:`npmcore.index.index_choice.choose_index`)."""
     return choose_index(
         dim,
         tokens,
@@ -243,7 +237,7 @@ def _encode_shard(
         data = faiss.serialize_index(index).tobytes()
     else:
         data = codes.tobytes()
-    _write_renamed(out, data)
+    write_renamed(out, data)
     return out, len(vectors), len(rows)
 
 
@@ -300,7 +294,7 @@ def build_faiss_files(
 ) -> dict[str, FileEntry]:
     """Step 1: the FAISS index and the token arrays, written into the staging folder (skipped when
     a previous try finished it); returns their relative paths and checksums."""
-    done = _finished(plan, "faiss")
+    done = finished(plan.staging, "faiss")
     if done is not None:
         log.info("index %s: FAISS index already built; skipped", plan.id)
         return done
@@ -358,11 +352,11 @@ def build_faiss_files(
         for key, array in token_arrays(plan.datastore, _vocab_size(manifest)).items():
             np.save(workdir / f"{key}.npy", array)
             files.append(workdir / f"{key}.npy")
-        entries = {**_upload(plan, workdir, files), TRAINED: sha256_file(join(plan.staging, TRAINED))}
+        entries = {**upload(plan.staging, workdir, files), TRAINED: sha256_file(join(plan.staging, TRAINED))}
     fs, path = fsspec.core.url_to_fs(parts)
     if fs.exists(path):
         fs.rm(path, recursive=True)
-    return _finish(plan, "faiss", entries)
+    return finish(plan.staging, "faiss", entries)
 
 
 def _trained(plan: IndexPlan, url: str, workdir: Path) -> faiss.Index:
@@ -379,16 +373,8 @@ def _trained(plan: IndexPlan, url: str, workdir: Path) -> faiss.Index:
         started = time.perf_counter()
         trained = train_index(plan.choice.factory, training_sample(plan.datastore, plan.choice.train_size))
         log.info("trained %s on %d vectors in %.0f s", plan.choice.factory, plan.choice.train_size, _since(started))
-    _write_renamed(url, faiss.serialize_index(trained).tobytes())
+    write_renamed(url, faiss.serialize_index(trained).tobytes())
     return trained
-
-
-def _write_renamed(url: str, data: bytes) -> None:
-    """Write ``data`` to ``url`` under a temporary name, then rename: a file there is whole."""
-    with fsspec.open(f"{url}.tmp", "wb") as f:
-        f.write(data)
-    fs, _ = fsspec.core.url_to_fs(url)
-    fs.mv(f"{url}.tmp", url)
 
 
 def _vocab_size(manifest: Manifest) -> int:
@@ -416,43 +402,12 @@ def token_arrays(datastore: str, vocab_size: int) -> dict[str, np.ndarray]:
 # --- 2. BM25 ------------------------------------------------------------------------------
 
 
-def passages(corpus: str, first_shard: int = 0, first_block: int = 0):
-    """(global block number, passage text) of every block, in global order (the BM25 documents); from the shard
-    ``first_shard`` on, whose first block is ``first_block``."""
-    number = first_block
-    for path, entry in open_corpus(corpus).shards[first_shard:]:
-        table = read_shard(corpus, path, entry, ["title", "text"])
-        for title, text in zip(table.column("title").to_pylist(), table.column("text").to_pylist(), strict=True):
-            yield str(number), encoder_input(title, text)
-            number += 1
-
-
-def write_bm25(corpus: str, folder: Path, previous: str | None = None) -> int:
-    """The Lucene index of a corpus's blocks in the local ``folder``; returns the blocks it indexed. When the corpus
-    of the index ``previous`` is a prefix of ``corpus`` (its shards the first ones, as they were: a source added
-    beside the others), its Lucene index is copied and only the blocks after them are added (the same search
-    results as a full build: the same documents, statistics and ids)."""
-    shards = open_corpus(corpus).shards
-    before = open_index(previous) if previous else None
-    prefix = open_corpus(before.corpus).shards if before is not None and before.manifest.config["bm25"] else None
-    if not prefix or shards[: len(prefix)] != prefix:
-        return bm25.index_passages(passages(corpus), str(folder))
-    source = local_folder(before.url)
-    folder.mkdir(parents=True, exist_ok=True)
-    for relpath in sorted(p for p in before.manifest.files if p.startswith("bm25/")):
-        shutil.copyfile(source / relpath, folder / relpath.removeprefix("bm25/"))
-    first = sum(before.manifest.config["shard_blocks"])
-    added = bm25.index_passages(passages(corpus, len(prefix), first), str(folder), append=True)
-    log.info("BM25: %d blocks added to the %d of index %s", added, first, before.url)
-    return added
-
-
 def build_bm25_files(plan: IndexPlan) -> dict[str, FileEntry]:
     """Step 2: the Lucene index of the blocks, written into the staging folder (skipped when a
     previous try finished it, or not asked for); returns its files' relative paths and checksums."""
     if not plan.config.bm25:
         return {}
-    done = _finished(plan, "bm25")
+    done = finished(plan.staging, "bm25")
     if done is not None:
         log.info("index %s: BM25 index already built; skipped", plan.id)
         return done
@@ -461,103 +416,8 @@ def build_bm25_files(plan: IndexPlan) -> dict[str, FileEntry]:
         started = time.perf_counter()
         count = write_bm25(open_datastore(plan.datastore).corpus, workdir / "bm25", plan.trained)
         log.info("BM25 index of %d blocks in %.0f s", count, _since(started))
-        entries = _upload(plan, workdir, sorted(p for p in (workdir / "bm25").iterdir() if p.is_file()))
-    return _finish(plan, "bm25", entries)
-
-
-# --- BM25 alone ---------------------------------------------------------------------------
-
-
-def corpus_token_arrays(corpus: str, tokenizer) -> tuple[dict[str, np.ndarray], list[int]]:
-    """tokens, offsets and token_df (as :func:`token_arrays`) read from the corpus's token ids, each
-    block less the tokenizer's special tokens: the same arrays a datastore of the corpus gives; and
-    the blocks of each corpus shard."""
-    from npmcore.encoder import special_frame
-
-    before, after = special_frame(tokenizer)
-    manifest = open_corpus(corpus).manifest
-    total = manifest.counts["tokens"] - (before + after) * manifest.counts["blocks"]
-    tokens = np.empty(total, dtype=np.uint16 if len(tokenizer) <= 1 << 16 else np.int32)
-    lengths, first = [], 0
-    for table in read_blocks(corpus, columns=["token_ids"]):
-        column = table.column("token_ids").combine_chunks()
-        bounds = column.offsets.to_numpy()
-        flat = column.values.to_numpy()
-        keep = np.ones(len(flat), dtype=bool)
-        for k in range(before):
-            keep[bounds[:-1] + k] = False
-        for k in range(1, after + 1):
-            keep[bounds[1:] - k] = False
-        content = flat[keep]
-        tokens[first : first + len(content)] = content
-        lengths.append(np.diff(bounds) - before - after)
-        first += len(content)
-    if first != total:
-        raise SnapshotError(f"corpus {corpus} holds {first} content tokens, its manifest counts {total}")
-    offsets = np.concatenate([[0], np.cumsum(np.concatenate(lengths or [np.empty(0, dtype=np.int64)]))])
-    offsets = offsets.astype(np.int64)
-    arrays = {"tokens": tokens, "offsets": offsets, "token_df": block_frequency(tokens, offsets, len(tokenizer)).df}
-    return arrays, [len(n) for n in lengths]
-
-
-def bm25_index_id(corpus: str, encoder: str | None) -> str:
-    """The id of the BM25-only index of a corpus snapshot queried with ``encoder`` (None: the default)."""
-    config = {"factory": BM25_ONLY, "vectors": False, "bm25": True, "encoder": encoder or "default"}
-    return snapshot_id(INDEX, [{"corpus": open_corpus(corpus).manifest.id}], config)
-
-
-def build_bm25_index(corpus: str, encoder: str | None = None, previous: str | None = None) -> str:
-    """Build (or reuse) the index snapshot of a corpus that holds BM25 alone: the blocks' Lucene
-    index and their token arrays, no vectors (see the module's docstring). ``encoder``: the
-    encoder its queries use by default (None: the shipped one); its tokenizer must be the
-    corpus's. ``previous``: an index whose Lucene index is extended where its corpus is a prefix of this one
-    (:func:`write_bm25`). Returns the URL."""
-    from npmcore.encoder import encoder_config, load_tokenizer, tokenizer_fingerprint
-
-    snapshot = open_corpus(corpus)
-    tokenizer = load_tokenizer(encoder)
-    if tokenizer_fingerprint(tokenizer) != snapshot.tokenizer:
-        raise ValueError(
-            f"corpus {corpus} was tokenized by another tokenizer than encoder {encoder or 'default'!r}'s: "
-            "ingest it with this encoder (npmcore ingest --model …)"
-        )
-    store, snap_id = store_root(corpus), bm25_index_id(corpus, encoder)
-    url = snapshot_url(store, INDEX, snap_id)
-    if existing_snapshot(url, verify=False):
-        log.info("index %s already exists; nothing to do", url)
-        return url
-    with tempfile.TemporaryDirectory(prefix="npm-bm25-") as tmp, SnapshotWriter(store, INDEX, snap_id) as writer:
-        workdir = Path(tmp)
-        started = time.perf_counter()
-        arrays, shard_blocks = corpus_token_arrays(corpus, tokenizer)
-        for key, array in arrays.items():
-            np.save(workdir / f"{key}.npy", array)
-        count = write_bm25(corpus, workdir / "bm25", previous)
-        log.info("BM25 index of %d blocks (no vectors) in %.0f s", count, _since(started))
-        for path in sorted(p for p in workdir.rglob("*") if p.is_file()):
-            relpath = str(path.relative_to(workdir))
-            with open(path, "rb") as src, fsspec.open(writer.url(relpath), "wb") as dst:
-                shutil.copyfileobj(src, dst, 1 << 20)
-            writer.add(relpath, sha256_file(str(path)))
-        manifest = Manifest(
-            kind=INDEX,
-            id=snap_id,
-            inputs=[{"corpus": corpus, "corpus_id": snapshot.manifest.id}],
-            config={
-                "factory": BM25_ONLY,
-                "vectors": False,
-                "bm25": True,
-                "search_params": None,
-                "rerank": None,
-                "dim": encoder_config(encoder).hidden_size,
-                "encoder": encoder or "default",
-                "encoder_fingerprint": None,
-                "shard_blocks": shard_blocks,
-            },
-            counts={"tokens": len(arrays["tokens"]), "blocks": len(arrays["offsets"]) - 1},
-            files=dict(writer.files),
-        )
-        return writer.commit(manifest)
+        entries = upload(plan.staging, workdir, sorted(p for p in (workdir / "bm25").iterdir() if p.is_file()))
+    return finish(plan.staging, "bm25", entries)
 
 
 # --- 3. commit ----------------------------------------------------------------------------
@@ -569,16 +429,10 @@ def commit_index(plan: IndexPlan, files: dict[str, FileEntry]) -> str:
     ds = datastore.manifest
     choice = plan.choice
     with SnapshotWriter(plan.store, INDEX, plan.id, resumable=True) as writer:
-        fs, staging = fsspec.core.url_to_fs(plan.staging)
-        for step in ("faiss", "bm25"):
-            marker = join(staging, f"{step}.json")
-            if fs.exists(marker):
-                fs.rm(marker)
-        for relpath, entry in files.items():
-            writer.add(relpath, entry)
-        manifest = Manifest(
-            kind=INDEX,
-            id=plan.id,
+        clear_finished(plan.staging, ("faiss", "bm25"))
+        return publish(
+            writer,
+            files,
             inputs=[{"datastore": plan.datastore, "datastore_id": ds.id, **ds.inputs[0]}],
             config={
                 "factory": choice.factory,
@@ -596,9 +450,7 @@ def commit_index(plan: IndexPlan, files: dict[str, FileEntry]) -> str:
                 "shard_blocks": ds.config["shard_blocks"],
             },
             counts={"tokens": ds.counts["tokens"], "blocks": ds.counts["blocks"]},
-            files=dict(writer.files),
         )
-        return writer.commit(manifest)
 
 
 def existing_index(plan: IndexPlan) -> str | None:
@@ -624,43 +476,7 @@ def build_index(
     return commit_index(plan, {**files, **build_bm25_files(plan)})
 
 
-# --- staging ------------------------------------------------------------------------------
-
-
-def _upload(plan: IndexPlan, workdir: Path, files: list[Path]) -> dict[str, FileEntry]:
-    """Copy local files into the staging folder under their paths relative to ``workdir``."""
-    entries = {}
-    for path in files:
-        relpath = str(path.relative_to(workdir))
-        with open(path, "rb") as src, fsspec.open(join(plan.staging, relpath), "wb") as dst:
-            shutil.copyfileobj(src, dst, 1 << 20)
-        entries[relpath] = sha256_file(str(path))
-    return entries
-
-
-def _finish(plan: IndexPlan, step: str, entries: dict[str, FileEntry]) -> dict[str, FileEntry]:
-    """Mark a step finished (its files' entries in ``{step}.json``, written last, renamed into place)."""
-    marker = join(plan.staging, f"{step}.json")
-    with fsspec.open(f"{marker}.tmp", "w") as f:
-        json.dump({k: asdict(v) for k, v in entries.items()}, f)
-    fs, _ = fsspec.core.url_to_fs(marker)
-    fs.mv(f"{marker}.tmp", marker)
-    return entries
-
-
-def _finished(plan: IndexPlan, step: str) -> dict[str, FileEntry] | None:
-    """The entries of a step a previous try finished, if every file is still there at its size."""
-    marker = join(plan.staging, f"{step}.json")
-    fs, path = fsspec.core.url_to_fs(marker)
-    if not fs.exists(path):
-        return None
-    with fs.open(path, "r") as f:
-        entries = {k: FileEntry(**v) for k, v in json.load(f).items()}
-    for relpath, entry in entries.items():
-        fs_file, file_path = fsspec.core.url_to_fs(join(plan.staging, relpath))
-        if not fs_file.exists(file_path) or fs_file.size(file_path) != entry.bytes:
-            return None
-    return entries
+# --- helpers ------------------------------------------------------------------------------
 
 
 def _local_copy(url: str, folder: Path) -> Path:

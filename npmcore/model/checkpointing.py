@@ -10,11 +10,15 @@ import io
 import json
 from collections.abc import Callable
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import fsspec
 import torch
 
 from npmcore.storage import Manifest, SnapshotWriter, join, list_snapshots, open_snapshot
+
+if TYPE_CHECKING:  # any dataclass instance (typeshed's type; no such module at run time): every trainer's config
+    from _typeshed import DataclassInstance
 
 CHECKPOINTS = "checkpoints"
 
@@ -31,7 +35,7 @@ def lr_schedule(warmup_steps: int, steps: int) -> Callable[[int], float]:
 
 
 def save_checkpoint(
-    run_dir: str, config, inputs: list[dict], step: int, model, optimizer, scheduler, scaler=None
+    run_dir: str, config: "DataclassInstance", inputs: list[dict], step: int, model, optimizer, scheduler, scaler=None
 ) -> str:
     """Write a verified checkpoint snapshot of a run (``config``: its dataclass; ``inputs``: its lineage);
     returns its URL."""
@@ -66,7 +70,7 @@ def load_weights(url: str, model: torch.nn.Module) -> None:
         model.load_state_dict(torch.load(f, map_location="cpu"))
 
 
-def resume(run_dir: str, config, model, optimizer, scheduler, scaler=None) -> int:
+def resume(run_dir: str, config: "DataclassInstance", model, optimizer, scheduler, scaler=None) -> int:
     """Load the newest checkpoint of ``run_dir`` (if any) into the objects; returns its step.
 
     Raises:

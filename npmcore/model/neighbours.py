@@ -13,7 +13,7 @@ becomes a seed and brings up to ``neighbours`` blocks of other documents, those 
 batch skipped. Batches are a function of (seed, epoch), like document batches, and carry the
 same fields (the title and title-n-gram rules of the masking apply as they do there). The
 neighbours come from the BM25 index of an index snapshot of the training corpus (an index of
-BM25 alone will do: :func:`npmcore.index.indexer.build_bm25_index`).
+BM25 alone will do: :func:`npmcore.index.bm25_index.build_bm25_index`).
 """
 
 import logging

@@ -20,26 +20,23 @@ DDP's reducer produced gradients far from the single-process ones (cosine 0.6 in
 two-process test), while the explicit all-reduce matches them to 1e-6.
 
 Batches are masked on a background thread, a few micro-batches ahead of the loop
-(:func:`in_background`): host-side masking then overlaps the GPU step instead of adding to it.
+(:func:`npmcore.background.in_background`): host-side masking then overlaps the GPU step instead of adding to it.
 
 Checkpoints are snapshots (``{run}/checkpoints/step-NNNNNNN``: weights, optimizer,
 scheduler, step, config; verified by checksum) and resume is exact: batches are a
 function of (seed, epoch), masking and dropout are seeded per step.
+
+What a run is: :mod:`npmcore.model.train_config`; what a step trains on: :mod:`npmcore.model.step_batches`;
+what it reports (statistics, model FLOPs): :mod:`npmcore.model.step_stats`; a trained checkpoint loaded or
+exported: :mod:`npmcore.model.trained`.
 """
 
-import functools
-import hashlib
-import itertools
 import logging
 import math
-import queue
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from contextlib import closing
-from dataclasses import asdict, dataclass, field, fields, replace
-from pathlib import Path
-from typing import Literal, TypeVar
+from dataclasses import replace
 
 import torch
 import torch.distributed as dist
@@ -47,239 +44,26 @@ import torch.distributed.nn.functional as dist_fn
 from torch import Tensor
 from transformers import PreTrainedModel, PreTrainedTokenizerFast
 
+from npmcore.background import in_background
 from npmcore.corpus.bundle import bundle_info, is_bundle
-from npmcore.encoder import base_encoder_path, load_masked_lm, local_model_dir, mlm_head, save_fp16
-from npmcore.model.batching import Batch, by_length, iter_batches
-from npmcore.model.checkpointing import CHECKPOINTS, load_weights, lr_schedule, resume, save_checkpoint
+from npmcore.encoder import base_encoder_path, load_masked_lm, mlm_head
+from npmcore.model.checkpointing import lr_schedule, resume, save_checkpoint
 from npmcore.model.loss import PreBatch, span_loss, token_loss
-from npmcore.model.masking import MaskedBatch, MaskingConfig, mask_spans, mask_tokens
-from npmcore.model.mlm import MLMBatch, mask_mlm, mlm_loss
-from npmcore.model.neighbours import neighbour_batches
-from npmcore.rarity import OTHER, TokenRarity, corpus_rarity
+from npmcore.model.masking import MaskedBatch
+from npmcore.model.mlm import MLMBatch, mlm_loss
+from npmcore.model.step_batches import StepBatch, derive_seed, mask_batch, masked_batches, micro_batches, to_device
+from npmcore.model.step_stats import StepStats, batch_stats, encoded_tokens, model_size, step_flops
+from npmcore.model.train_config import PRESETS, Objective, TrainConfig, configure
 from npmcore.snapshots import open_corpus
-from npmcore.storage import list_snapshots, open_snapshot
 
 log = logging.getLogger(__name__)
-
-Objective = Literal["npm", "npm-single", "mlm"]
-
-
-@dataclass(frozen=True)
-class TrainConfig:
-    """Defaults are the small CPU preset; :data:`PRESETS` has the paper's GPU setting."""
-
-    corpus: str  # corpus snapshot URL (blocks to train on)
-    encoder: str | None = (
-        None  # initial encoder: path or cached HF name; None = MiniLM-L6 as published (base_encoder_path)
-    )
-    objective: Objective = "npm"  # "npm" (span masking), "npm-single" (token masking) or "mlm" (BERT masked-LM stage)
-    mlm_weight: float = 0.0  # npm objectives: weight of an auxiliary MLM loss in the same step; 0 = none
-    steps: int = 300  # optimizer steps
-    batch_size: int = 16  # sequences per optimizer step, global over ranks and accumulation
-    grad_accum: int = 1  # micro-batches per optimizer step (each one is masked on its own)
-    lr: float = 5e-5  # peak AdamW learning rate
-    weight_decay: float = 0.01
-    warmup_steps: int = 30  # linear warm-up, then linear decay to 0 at `steps`
-    max_grad_norm: float = 1.0  # gradient clipping
-    amp: Literal["auto", "none", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA when supported, else none
-    # None: the encoder's own dropout (0.1 for BERT and RoBERTa). The CPU presets train without: runs of
-    # less than an epoch do not overfit, and dropout halves a CPU step's speed (attention dropout takes
-    # scaled_dot_product_attention off its fused kernel; bench/train_step.py).
-    dropout: float | None = None
-    seed: int = 0
-    checkpoint_every: int = 100  # steps between checkpoints (and at the end)
-    masking: MaskingConfig = field(default_factory=MaskingConfig)  # ratio is also the MLM masking budget
-    prebatch: int = 0  # npm: the keys of this many earlier micro-batches are extra negatives (npmcore.model.loss)
-    # "document": a batch is a document's consecutive blocks (npmcore.model.batching, the paper's); "bm25": seed blocks
-    # with their BM25 neighbours in other documents (npmcore.model.neighbours), found with the index `neighbours`
-    batches: Literal["document", "bm25"] = "document"
-    # bm25 batches: an index of the corpus with BM25 (npmcore.index.indexer.build_bm25_index)
-    neighbours: str | None = None
-
-    def __post_init__(self):
-        if self.steps < 1 or self.batch_size < 2:
-            raise ValueError(
-                f"need steps >= 1 and batch_size >= 2, got steps={self.steps}, batch_size={self.batch_size}"
-            )
-        if self.batch_size % self.grad_accum:
-            raise ValueError(f"batch_size {self.batch_size} is not a multiple of grad_accum {self.grad_accum}")
-        if not 0 <= self.warmup_steps < self.steps:
-            raise ValueError(
-                f"warmup_steps={self.warmup_steps} with steps={self.steps}: the learning rate would never reach "
-                "its peak; use fewer warm-up steps than steps"
-            )
-        if self.dropout is not None and not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.prebatch < 0 or (self.prebatch and self.objective != "npm"):
-            raise ValueError(f"prebatch must be >= 0 and is for the npm objective only, got {self.prebatch}")
-        if (self.batches == "bm25") != (self.neighbours is not None):
-            raise ValueError("bm25 batches need an index of the corpus with BM25 (neighbours), and only they do")
-        if self.mlm_weight < 0 or (self.objective == "mlm" and self.mlm_weight):
-            raise ValueError(
-                f"mlm_weight must be >= 0 and is for npm objectives only, got {self.mlm_weight} with {self.objective!r}"
-            )
-
-
-PRESETS: dict[str, dict] = {
-    # Paper (Min et al. 2023, RoBERTa-large): 512 x 256-token sequences per step on 32 GPUs.
-    "paper": dict(
-        steps=100_000, batch_size=512, lr=3e-5, warmup_steps=4_000, weight_decay=0.01, checkpoint_every=5_000
-    ),
-    "cpu-small": dict(dropout=0.0),
-    # The masked-LM stage before NPM on CPU: BERT masking, a fresh head on the packaged MiniLM-L6.
-    "cpu-mlm": dict(
-        objective="mlm", steps=2_000, batch_size=32, lr=5e-4, warmup_steps=100, checkpoint_every=200, dropout=0.0
-    ),
-    # The CPU recipe of the shipped encoder (npmcore/checkpoints/npm-minilm-l6/README.md): NPM with an auxiliary
-    # MLM loss in the same step; from the packaged MiniLM-L6 it beat the NPM-only run of twice the steps and the
-    # masked-LM stage followed by NPM on the dev sets. Masking only spans of content words spends the small CPU
-    # budget on what open-set answers are made of. Title n-grams in the body are never masked: as positives
-    # they taught the GPU-trained encoder to answer with the query's subject. The keys of the 4 previous batches
-    # are extra negatives (docs/train.md: at equal steps from the shipped encoder they kept Google-RE, which
-    # falls without them); the shipped encoder was trained before them (its card: --prebatch 0).
-    "cpu-quality": dict(
-        steps=400,
-        batch_size=16,
-        lr=3e-4,
-        warmup_steps=40,
-        checkpoint_every=100,
-        dropout=0.0,
-        mlm_weight=0.5,
-        masking=MaskingConfig(content_words=True, title_ngrams=False),
-        prebatch=4,
-    ),
-    # One lent GPU for minutes (infra/README.md, GPU campaign). gpu-npm: the recipe of the encoder trained on
-    # an H200 (../shared/encoders/npm-minilm-l6-h200), cpu-quality's objective at the paper's batch of 512 x 256
-    # tokens, lr 2e-4, a 5% warm-up, with cpu-quality's masking (no title n-grams) and the previous batch's keys
-    # as extra negatives (131k more; not yet measured on a GPU); gpu-mlm: the masked-LM stage with the same
-    # batch, rate and warm-up.
-    # `steps` is nominal: the campaign sizes it to its minutes, and the warm-up keeps its share (configure).
-    "gpu-mlm": dict(
-        objective="mlm", steps=2_000, batch_size=512, lr=2e-4, warmup_steps=100, checkpoint_every=100, dropout=0.0
-    ),
-    "gpu-npm": dict(
-        steps=2_000,
-        batch_size=512,
-        lr=2e-4,
-        warmup_steps=100,
-        checkpoint_every=100,
-        dropout=0.0,
-        mlm_weight=0.5,
-        masking=MaskingConfig(content_words=True, title_ngrams=False),
-        prebatch=1,
-    ),
-}
-
-
-def configure(
-    corpus: str,
-    preset: str = "cpu-small",
-    mask_ratio: float | None = None,
-    rare_boost: float | None = None,
-    **overrides,
-) -> TrainConfig:
-    """The one way to make a config: ``preset``, then every override that is not None.
-
-    When ``steps`` is overridden and ``warmup_steps`` is not, the preset's warm-up keeps
-    its share of the schedule (100 of 800 steps becomes 1 of 8), so a short run still
-    reaches its peak learning rate. ``mask_ratio`` sets the masking budget, ``rare_boost``
-    the masking's weight of rare spans.
-    """
-    if preset not in PRESETS:
-        raise ValueError(f"unknown preset {preset!r}; presets: {', '.join(sorted(PRESETS))}")
-    given = {k: v for k, v in overrides.items() if v is not None}
-    unknown = sorted(set(given) - {f.name for f in fields(TrainConfig)})
-    if unknown:
-        raise ValueError(f"unknown training settings {unknown}")
-    base = {**asdict(TrainConfig(corpus=corpus)), **PRESETS[preset], "corpus": corpus}
-    if "steps" in given and "warmup_steps" not in given:
-        given["warmup_steps"] = round(base["warmup_steps"] * given["steps"] / base["steps"])
-    masking = base["masking"] if isinstance(base["masking"], MaskingConfig) else MaskingConfig(**base["masking"])
-    if mask_ratio is not None:
-        masking = replace(masking, ratio=mask_ratio)
-    if rare_boost is not None:
-        masking = replace(masking, rare_boost=rare_boost)
-    return TrainConfig(**{**base, **given, "masking": masking})
-
-
-LENGTH_POOL = 16  # MLM: batches re-batched together by block length (npmcore.model.batching.by_length)
-
-
-@dataclass(frozen=True)
-class StepStats:
-    step: int
-    loss: float
-    lr: float
-    tokens_per_s: float  # encoded tokens (keys, queries and MLM copies) per second
-    flops_per_s: float  # model FLOPs per second (step_flops): MFU's numerator
-    start_acc: float | None = None  # NPM: in-batch retrieval top-1 of start (or single-token) queries
-    end_acc: float | None = None
-    spans_per_seq: float | None = None
-    masked_fraction: float | None = None
-    title_spans: float | None = None  # NPM: share of masked spans that are n-grams of their block's own title
-    title_positives: float | None = None  # and share of the positives that belong to such spans
-    rare_spans: float | None = None  # NPM: share of masked spans holding a date, a number or a rare token
-    rare_positives: float | None = None  # and share of the positives that belong to such spans
-    other_document_positives: float | None = None  # NPM: share of the positives in another document than their span's
-    mlm_acc: float | None = None  # MLM: top-1 accuracy of the masked-token predictions
-
-
-@dataclass(frozen=True)
-class StepBatch:
-    """One global micro-batch, masked for the config's objective(s)."""
-
-    npm: MaskedBatch | None  # span (npm) or token (npm-single) masking; None for the mlm objective
-    mlm: MLMBatch | None  # BERT masking: the mlm objective, or an npm objective with mlm_weight > 0
-    docs: Tensor  # (B,) long: each sequence's document, numbered within the batch
 
 
 # --- one step -------------------------------------------------------------------------
 
 
-def derive_seed(*parts: int) -> int:
-    """A 63-bit seed from integers, the same in every process (unlike ``hash`` of strings)."""
-    return int.from_bytes(hashlib.sha256(repr(parts).encode()).digest()[:8], "little") >> 1
-
-
-def to_device(batch: StepBatch, device: torch.device) -> StepBatch:
-    def move(part):
-        return None if part is None else type(part)(**{f.name: getattr(part, f.name).to(device) for f in fields(part)})
-
-    return StepBatch(move(batch.npm), move(batch.mlm), batch.docs.to(device))
-
-
 def _rank_world() -> tuple[int, int]:
     return (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
-
-
-RARITY_BLOCKS = 100_000  # blocks whose tokens are counted for the token rarity of a corpus (its first ones)
-
-
-@functools.lru_cache(maxsize=2)
-def training_rarity(corpus: str, vocab_size: int) -> TokenRarity:
-    """Token document frequencies over (the first :data:`RARITY_BLOCKS` blocks of) a corpus or
-    bundle: which tokens are rare, for span selection and the masking statistics."""
-    blocks = (ids for batch in iter_batches(corpus, 2, seed=0, drop_last=False) for ids in batch.token_ids)
-    return corpus_rarity(itertools.islice(blocks, RARITY_BLOCKS), vocab_size)
-
-
-def mask_batch(
-    batch: Batch, tokenizer: PreTrainedTokenizerFast, config: TrainConfig, step: int, micro: int
-) -> StepBatch:
-    """Mask one (global) micro-batch; seeded by (seed, step, micro) so every rank agrees."""
-    npm = mlm = None
-    if config.objective != "mlm":
-        generator = torch.Generator().manual_seed(derive_seed(config.seed, step, micro))
-        if config.objective == "npm":
-            rarity = training_rarity(config.corpus, len(tokenizer))
-            npm = mask_spans(batch.token_ids, tokenizer, config.masking, generator, batch.title_tokens, rarity)
-        else:
-            npm = mask_tokens(batch.token_ids, tokenizer, config.masking.ratio, generator, batch.title_tokens)
-    if config.objective == "mlm" or config.mlm_weight > 0:
-        generator = torch.Generator().manual_seed(derive_seed(config.seed, step, micro, 1))
-        mlm = mask_mlm(batch.token_ids, tokenizer, config.masking.ratio, generator)
-    numbers = {doc: n for n, doc in enumerate(dict.fromkeys(batch.doc_ids))}
-    return StepBatch(npm, mlm, torch.tensor([numbers[doc] for doc in batch.doc_ids]))
 
 
 def _pad(ids: Tensor, width: int, value: int) -> Tensor:
@@ -409,82 +193,7 @@ def autocast(amp: str, device: torch.device) -> torch.autocast:
     return torch.autocast(device.type, dtype=torch.bfloat16 if amp == "bf16" else torch.float16)
 
 
-def micro_batches(config: TrainConfig, start_step: int) -> Iterator[Batch]:
-    """Global micro-batches from ``start_step`` on, epoch after epoch (skipping done ones)."""
-    micro = config.batch_size // config.grad_accum
-    skip, epoch = start_step * config.grad_accum, 0
-    while True:
-        produced = 0
-        if config.batches == "bm25":
-            batches = neighbour_batches(config.corpus, config.neighbours, micro, config.seed, epoch)
-        else:
-            batches = iter_batches(config.corpus, micro, config.seed, epoch)
-        if config.objective == "mlm":  # no in-batch positives needed: batch blocks of similar length
-            batches = by_length(batches, LENGTH_POOL, config.seed, epoch)
-        for batch in batches:
-            produced += 1
-            if skip:
-                skip -= 1
-                continue
-            yield batch
-        if produced == 0:
-            raise ValueError(f"corpus {config.corpus} has fewer blocks than one micro-batch of {micro}")
-        epoch += 1
-
-
-def masked_batches(config: TrainConfig, tokenizer: PreTrainedTokenizerFast, start_step: int) -> Iterator[StepBatch]:
-    """The global micro-batches of every step from ``start_step`` on, masked, in training order."""
-    batches = micro_batches(config, start_step)
-    step = start_step
-    while True:
-        for micro in range(config.grad_accum):
-            yield mask_batch(next(batches), tokenizer, config, step, micro)
-        step += 1
-
-
-Item = TypeVar("Item")
 PREFETCH = 4  # masked micro-batches kept ready: enough to hide an epoch's start (reading and shuffling the corpus)
-
-
-def in_background(items: Iterator[Item], depth: int) -> Iterator[Item]:
-    """``items``, computed up to ``depth`` ahead on a background thread, in the same order; an
-    exception raised there is raised here. Closing the generator stops the thread.
-
-    Masking a 512-sequence batch takes 0.10 s of host time, a fifth of a GPU step (H200): done
-    here it overlaps the step instead of delaying it. Masking is seeded by (seed, step, micro)
-    alone (its own generators), so the batches are exactly those masked inline.
-    """
-    ready: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def put(entry: tuple) -> bool:  # False once the consumer is gone
-        while not stop.is_set():
-            try:
-                ready.put(entry, timeout=0.1)
-                return True
-            except queue.Full:
-                pass
-        return False
-
-    def produce() -> None:
-        try:
-            for item in items:
-                if not put((item, None)):
-                    return
-        except BaseException as error:  # noqa: BLE001 -- handed to the consumer, raised there
-            put((None, error))
-
-    thread = threading.Thread(target=produce, name="in-background", daemon=True)
-    thread.start()
-    try:
-        while True:
-            item, error = ready.get()
-            if error is not None:
-                raise error
-            yield item
-    finally:
-        stop.set()
-        thread.join()
 
 
 def train(
@@ -526,6 +235,9 @@ def train(
             dist.broadcast(tensor, src=0)
     size = model_size(model)
     prebatch = PreBatch(config.prebatch)  # empty again after a resume
+    # masking a 512-sequence batch takes 0.10 s of host time, a fifth of a GPU step (H200): in the background it
+    # overlaps the step instead of delaying it; masking is seeded by (seed, step, micro) alone (its own
+    # generators), so the batches are exactly those masked inline
     with closing(in_background(masked_batches(config, tokenizer, step), PREFETCH)) as batches:
         while step < config.steps and (stop_after is None or step < stop_after):
             torch.manual_seed(derive_seed(config.seed, step, -1 - rank))  # dropout
@@ -610,80 +322,6 @@ def average_gradients(model: torch.nn.Module, world: int) -> None:
             param.grad /= world
 
 
-@dataclass(frozen=True)
-class ModelSize:
-    """What a step's model FLOPs depend on, besides the batch (:func:`step_flops`)."""
-
-    encoder: int  # weights of the encoder's linear layers (embeddings are lookups: no FLOPs)
-    head: int  # weights of the MLM head's linear layers (its decoder is the tied embedding matrix)
-    layers: int
-    width: int  # hidden size d
-
-
-def model_size(model: PreTrainedModel) -> ModelSize:
-    """The encoder with its MLM head's sizes, from its linear layers and its config."""
-
-    def linear(module: torch.nn.Module) -> int:
-        return sum(m.weight.numel() for m in module.modules() if isinstance(m, torch.nn.Linear))
-
-    return ModelSize(
-        linear(model.base_model), linear(mlm_head(model)), model.config.num_hidden_layers, model.config.hidden_size
-    )
-
-
-def step_flops(batch: StepBatch, size: ModelSize, objective: Objective) -> float:
-    """Model FLOPs of one training step on ``batch``: MFU's numerator.
-
-    The matrix multiplications the step needs on real (non-padding) tokens, at 2 FLOPs a
-    multiply-add, forward and backward (3x the forward): per encoded sequence of n real tokens
-    (keys, NPM queries, MLM copy) 6 P n for the encoder's P linear weights and 12 L d n^2 for
-    attention (scores and weighted values, L layers of width d); per NPM query (two a span,
-    one for npm-single) 6 d K against the batch's K real key tokens; per MLM target 6 H for the
-    head's H linear weights. Padding, recomputation in the backward pass (the loss's chunks),
-    embeddings, norms and softmax are not counted.
-    """
-    masks = [batch.npm.attention_mask, batch.npm.masked_attention_mask] if batch.npm is not None else []
-    masks += [batch.mlm.attention_mask] if batch.mlm is not None else []
-    n = torch.cat([m.sum(1) for m in masks]).double()  # real tokens of each encoded sequence
-    flops = 6 * size.encoder * float(n.sum()) + 12 * size.layers * size.width * float((n**2).sum())
-    if batch.npm is not None:
-        queries = batch.npm.span_seq.numel() * (2 if objective == "npm" else 1)
-        flops += 6 * size.width * queries * float(batch.npm.attention_mask.sum())
-    if batch.mlm is not None:
-        flops += 6 * size.head * batch.mlm.positions.numel()
-    return flops
-
-
-def encoded_tokens(batch: StepBatch) -> int:
-    """Real tokens that went through the encoder: keys, NPM queries and MLM copies."""
-    parts = [batch.npm.attention_mask, batch.npm.masked_attention_mask] if batch.npm is not None else []
-    parts += [batch.mlm.attention_mask] if batch.mlm is not None else []
-    return int(sum(int(p.sum()) for p in parts))
-
-
-def batch_stats(batch: StepBatch) -> dict[str, float]:
-    """NPM masking statistics of a batch: spans per sequence, the fraction of real tokens masked,
-    the shares of spans and of positives that are title n-grams found in a block's body
-    (the subject-copy shortcut; 0 when the masking leaves them out), and those that hold a
-    date, a number or a rare token (what answers are made of; :mod:`npmcore.rarity`), and the share of
-    positives in another document than their span's (cross-document batches raise it)."""
-    if batch.npm is None:
-        return {}
-    npm = batch.npm
-    B, S = npm.input_ids.shape[0], npm.span_seq.numel()
-    real = int(npm.attention_mask.sum())
-    return {
-        "spans_per_seq": S / B,
-        "masked_fraction": float(npm.span_len.sum()) / max(1, real),
-        "title_spans": float(npm.span_title.sum()) / max(1, S),
-        "title_positives": float(npm.span_title[npm.pos_span].sum()) / max(1, npm.pos_span.numel()),
-        "rare_spans": float((npm.span_kind != OTHER).sum()) / max(1, S),
-        "rare_positives": float((npm.span_kind[npm.pos_span] != OTHER).sum()) / max(1, npm.pos_span.numel()),
-        "other_document_positives": float((batch.docs[npm.pos_seq] != batch.docs[npm.span_seq[npm.pos_span]]).sum())
-        / max(1, npm.pos_span.numel()),
-    }
-
-
 def check_lengths(config: TrainConfig, model: PreTrainedModel) -> None:
     """Masked sequences grow by one token per one-token span: they must still fit the encoder."""
     if is_bundle(config.corpus):
@@ -699,7 +337,7 @@ def check_lengths(config: TrainConfig, model: PreTrainedModel) -> None:
         )
 
 
-# --- checkpoints ----------------------------------------------------------------------
+# --- held-out batches -----------------------------------------------------------------
 
 
 @torch.inference_mode()
@@ -720,33 +358,6 @@ def held_out_metrics(
             totals[key] = totals.get(key, 0.0) + float(value) / n_batches
     model.train(was_training)
     return totals
-
-
-def load_trained(run_dir: str, step: int | None = None) -> tuple[PreTrainedTokenizerFast, PreTrainedModel, TrainConfig]:
-    """Tokenizer, encoder with its MLM head and config of a run's (verified) checkpoint at
-    ``step``: None = the newest, 0 = the initial encoder the run started from."""
-    found = {m.counts["step"]: url for url, m in list_snapshots(run_dir, CHECKPOINTS)}
-    if not found:
-        raise ValueError(f"no checkpoint in {run_dir}/{CHECKPOINTS}")
-    if step not in (None, 0, *found):
-        raise ValueError(f"no checkpoint of step {step} in {run_dir}/{CHECKPOINTS}; steps: {sorted(found)}")
-    url = found[max(found) if step is None else max(step, min(found))]
-    manifest = open_snapshot(url)
-    raw = dict(manifest.config)
-    config = TrainConfig(**{**raw, "masking": MaskingConfig(**raw["masking"])})
-    torch.manual_seed(config.seed)  # step 0: the fresh head the run started with
-    tokenizer, model = load_masked_lm(config.encoder or base_encoder_path())
-    if step != 0:
-        load_weights(url, model)
-    return tokenizer, model.eval(), config
-
-
-def export_checkpoint(run_dir: str, step: int | None, out: Path, part_bytes: int | None = None) -> Path:
-    """A run's checkpoint at ``step`` (None: the newest; 0: the initial encoder) as an fp16 encoder
-    folder with its MLM head, beside the tokenizer files of the encoder the run started from
-    (``part_bytes``: the weights split into parts of at most that size)."""
-    _, model, config = load_trained(run_dir, step)
-    return save_fp16(model, local_model_dir(str(config.encoder or base_encoder_path())), out, part_bytes)
 
 
 def main(argv: list[str] | None = None) -> None:

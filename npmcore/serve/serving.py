@@ -113,7 +113,8 @@ def verify_index(url: str) -> IndexSnapshot:
 def check_datastore(index: IndexSnapshot) -> None:
     """Refuse an index whose datastore (where its exact vectors are read) lacks a file or has one of another
     size than its manifest says: one listing, no hashing. An index of BM25 alone has no datastore; one whose
-    datastore was deleted whole is served without it (passages are encoded again: ``inference.stored_vectors``)."""
+    datastore was deleted whole is served without it (passages are encoded again:
+    ``npmcore.answer.retrieval.stored_vectors``)."""
     if not index.vectors:
         return
     try:
