@@ -2,6 +2,10 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from npmcore.runtime import configure_environment
+
+configure_environment()  # before any module of the package imports transformers, Prefect or MLflow
+
 try:
     __version__ = version("npmcore")
 except PackageNotFoundError:  # running from a source tree that was not installed

@@ -1,11 +1,14 @@
 """Process environment for running the pipeline offline, without telemetry, with threads that share cores well.
 
-Call :func:`configure_environment` at every entry point (CLI, flows, tests) before
-Prefect, MLflow, transformers, torch or faiss are imported. Values already set by the user win.
+:func:`configure_environment` runs when ``npmcore`` is first imported, and again at every entry point (CLI, flows,
+tests). Values already set by the user win. Most libraries read these variables once, at their own import: where
+one was imported first (a notebook, a test process, another package), what they promise is applied through its
+own switches (:func:`_apply_to_imported`), so a process is quiet and offline whatever it imported first.
 """
 
 import logging
 import os
+import sys
 
 DEFAULTS: dict[str, str] = {
     # Prefect's temporary local server needs more than the default 20 s on a loaded 2-core box.
@@ -36,8 +39,33 @@ DEFAULTS: dict[str, str] = {
 
 
 def configure_environment() -> None:
-    """Set the project's offline/telemetry defaults unless the user already set them, and let npmcore's
-    INFO lines through to the handlers Prefect gives it (PREFECT_LOGGING_EXTRA_LOGGERS)."""
+    """Set the project's offline/telemetry defaults unless the user already set them, apply them to the Hugging Face
+    libraries already imported, and let npmcore's INFO lines through to the handlers Prefect gives it
+    (PREFECT_LOGGING_EXTRA_LOGGERS)."""
     for key, value in DEFAULTS.items():
         os.environ.setdefault(key, value)
+    _apply_to_imported()
     logging.getLogger("npmcore").setLevel(logging.INFO)
+
+
+def _is_set(key: str) -> bool:
+    return os.environ.get(key, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _apply_to_imported() -> None:
+    """huggingface_hub reads offline mode, telemetry and progress bars into constants at its import, and
+    transformers its progress bars from them at its own: where either was imported before the environment was set,
+    their switches say what the environment now says (the "Loading weights" bar of every encoder load otherwise
+    lands in a command's output, before its JSON)."""
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub import constants
+        from huggingface_hub.utils import disable_progress_bars
+
+        constants.HF_HUB_OFFLINE = constants.HF_HUB_OFFLINE or _is_set("HF_HUB_OFFLINE")
+        constants.HF_HUB_DISABLE_TELEMETRY = constants.HF_HUB_DISABLE_TELEMETRY or _is_set("HF_HUB_DISABLE_TELEMETRY")
+        if _is_set("HF_HUB_DISABLE_PROGRESS_BARS"):
+            disable_progress_bars()
+    if "transformers" in sys.modules and _is_set("HF_HUB_DISABLE_PROGRESS_BARS"):
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()

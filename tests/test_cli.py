@@ -1,6 +1,7 @@
 """The ``npmcore`` command line, as a user runs it: output, exit status, messages."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +25,29 @@ def test_the_cli_loads_no_framework_before_a_command_needs_it():
     code = f"import sys, flows.cli; print([m for m in {heavy!r} if m in sys.modules])"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert loaded.stdout.strip() == "[]"
+
+
+def test_the_query_prints_json_alone_in_a_process_that_imported_transformers_first(news_store):
+    """A process that imported transformers before the project (a notebook; a test process whose earlier fixture
+    did): the project's quiet, offline environment holds all the same, so ``npmcore query --json`` run in it prints
+    its JSON alone, no "Loading weights" bar before it."""
+    from npmcore.runtime import DEFAULTS
+
+    script = (
+        "import transformers\n"  # before npmcore: the environment below is not set yet
+        "import huggingface_hub.constants, sys\n"
+        "from typer.testing import CliRunner\n"
+        "from flows.cli import app\n"
+        f"result = CliRunner().invoke(app, ['query', '--index', {news_store.index!r}, '--json', {QUERIES[0]!r}])\n"
+        "print(result.output, end='')\n"
+        "print(huggingface_hub.constants.HF_HUB_OFFLINE, file=sys.stderr)\n"
+    )
+    env = {key: value for key, value in os.environ.items() if key not in DEFAULTS}  # a user's plain shell
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert done.returncode == 0, done.stderr
+    answers = json.loads(done.stdout)  # nothing else in the output
+    assert answers and all(set(a) >= {"answer", "confidence", "evidence"} for a in answers)
+    assert done.stderr.strip().splitlines()[-1] == "True"  # offline, as the project promises
 
 
 def test_a_service_error_is_a_user_error_once_its_module_is_loaded():
