@@ -1,44 +1,68 @@
-"""What a person typed, answered: each of its queries (:func:`npmcore.answer.asking.ask`: a sentence with a mask, or
-a question's statements and the paper's question) answered by NPM in one batch, only answers of the kind the question
-asks for (a place, a time, a number: :func:`npmcore.answer.questions.fits`), and the answers of the query whose
-first answer is the most confident chosen.
+"""What a person typed, answered (:func:`replies`): each of its queries (:func:`npmcore.answer.asking.ask`: a sentence
+with a mask; a question's statements and the paper's question; a keyword query's statements; a yes/no question's
+statements) answered by NPM in one batch, only answers of the kind its query asks for (a place, a time, a number:
+:func:`npmcore.answer.questions.fits`; a person, a river: :mod:`npmcore.answer.kinds`), and the answers of the query
+whose first answer is the most confident chosen; a yes/no question's verdict from them (:mod:`npmcore.answer.yes_no`).
 
-Imports the answer stage's NPM and how a query is asked.
+Imports the answer stage's NPM, how a query is asked and the yes/no verdict.
 """
 
 import functools
 import itertools
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 
 from npmcore.answer.asking import Asked
 from npmcore.answer.inference import NPM, Answer, InferenceConfig
 from npmcore.answer.phrases import Phrases
+from npmcore.answer.pooling import Pooled
 from npmcore.answer.questions import fits
+from npmcore.answer.yes_no import YesNo, verdict
 
 
-def best_answers(
-    npm: NPM, asked: Sequence[Asked], config: InferenceConfig = InferenceConfig()
-) -> list[tuple[str, list[Answer]]]:
+@dataclass(frozen=True)
+class Reply:
+    """What a person typed, answered."""
+
+    asked: Asked
+    query: str | None  # the query its answers are of; None where nothing was asked (an explanation)
+    answers: list[Answer]
+    yes_no: YesNo | None = None  # a yes/no question's verdict, where it has an answer
+
+
+def replies(npm: NPM, asked: Sequence[Asked], config: InferenceConfig = InferenceConfig()) -> list[Reply]:
     """For each asked, the query it is answered by and that query's answers: of its queries
     (:func:`answers_by_query`), the one whose first answer is the most confident (the first where there is no
-    confidence)."""
-    return [
-        max(((query, found) for query, _, found in mine), key=lambda pair: _sureness(pair[1]))
-        for mine in answers_by_query(npm, asked, config)
-    ]
+    confidence); for a yes/no question, its verdict."""
+    out = []
+    for a, mine in zip(asked, answers_by_query(npm, asked, config), strict=True):
+        if not mine:
+            out.append(Reply(a, None, []))
+            continue
+        query, answers = max(((query, found) for query, _, found in mine), key=lambda pair: _sureness(pair[1]))
+        yes_no = None
+        if a.asserted is not None and answers:
+            yes_no = verdict(a.asserted, answers[0].text, answers[0].forms, answers[0].confidence)
+        out.append(Reply(a, query, answers, yes_no))
+    return out
 
 
 def answers_by_query(
     npm: NPM, asked: Sequence[Asked], config: InferenceConfig = InferenceConfig()
-) -> Iterator[list[tuple[str, Phrases, list[Answer]]]]:
-    """What :func:`best_answers` chooses from: for each asked, each of its queries with its phrases and answers (all
-    queries answered in one batch), only answers of the kind its question asks for."""
+) -> Iterator[list[tuple[str, Phrases | Pooled, list[Answer]]]]:
+    """What :func:`replies` chooses from: for each asked, each of its queries with its phrases (under evidence
+    scoring pooled, :meth:`npmcore.answer.inference.NPM.pooled`) and answers (all queries answered in one batch), only
+    answers of the kind each asks for."""
     queries = [q for a in asked for q in a.queries]
     found = zip(queries, npm.phrases(queries, config), strict=True)
     for a in asked:
-        keep = None if a.expects is None else functools.partial(fits, expects=a.expects)
-        mine = itertools.islice(found, len(a.queries))
-        yield [(query, phrases, npm.answers_from(query, phrases, config, keep)) for query, phrases in mine]
+        mine = []
+        for n, (query, phrases) in enumerate(itertools.islice(found, len(a.queries))):
+            expects, kind = a.reading(n)
+            keep = None if expects is None else functools.partial(fits, expects=expects)
+            ranked = npm.pooled(phrases, kind) if phrases.parts is not None else phrases
+            mine.append((query, ranked, npm.answers_from(query, ranked, config, keep)))
+        yield mine
 
 
 def _sureness(answers: list[Answer]) -> float:

@@ -40,7 +40,8 @@ from typing import Literal
 import numpy as np
 
 from npmcore.answer.confidence import Calibrator, calibrator_of, confidence_features
-from npmcore.answer.evidence import Evidence, EvidenceReader
+from npmcore.answer.evidence import Evidence, EvidenceReader, EvidenceSpan
+from npmcore.answer.kinds import JUDGED, Articles, kind_of, preferred
 from npmcore.answer.phrases import (
     Corpus,
     Phrases,
@@ -51,6 +52,7 @@ from npmcore.answer.phrases import (
     score_phrases,
     score_tokens,
 )
+from npmcore.answer.pooling import POOLED_FROM, Pooled, names_more, pool, spelled
 from npmcore.answer.ranking import (
     FEATURE_NAMES,
     Candidates,
@@ -116,7 +118,10 @@ class Answer:
     parts: dict[str, float] | None = None  # evidence scoring: the score's parts (npmcore.answer.ranking.FEATURE_NAMES)
     # evidence scoring with the encoder's calibrator: the probability that it is right (npmcore.answer.confidence)
     confidence: float | None = None
-    rank: int = 0  # its phrase's rank among the query's candidates (0: the best; NPM.answers_from may pass some over)
+    rank: int = 0  # its rank among the query's candidates, pooled (0: the best; NPM.answers_from may pass some over)
+    forms: tuple[
+        str, ...
+    ] = ()  # the other forms of the name it is (npmcore.answer.pooling), as the passages write them
 
 
 class NPM:
@@ -191,11 +196,17 @@ class NPM:
         self._word_words = functools.lru_cache(maxsize=1 << 16)(
             lambda ids: content_words_of(self.tokenizer.decode(list(ids), skip_special_tokens=True))
         )
+        self._key = functools.lru_cache(maxsize=1 << 16)(lambda ids: spelled(self.tokenizer.decode(list(ids))))
 
     @functools.cached_property
     def ranker(self) -> Ranker:
         """The weights of evidence scoring (the one given, else :func:`ranker_of` the encoder)."""
         return self._ranker or ranker_of(self.encoder_source)
+
+    @functools.cached_property
+    def articles(self) -> Articles:
+        """The openings of the corpus's articles, by their titles: what says of what kind a candidate is."""
+        return Articles(self.index_snapshot.corpus)
 
     @functools.cached_property
     def calibrator(self) -> Calibrator | None:
@@ -363,17 +374,36 @@ class NPM:
 
     # --- answers -----------------------------------------------------------------------
 
+    def pooled(self, phrases: Phrases, kind: str | None = None) -> Pooled:
+        """A query's phrases ranked by evidence scoring (:meth:`phrases`), the forms of one name pooled into one
+        answer each (:mod:`npmcore.answer.pooling`) and, with ``kind`` (a person, a place, a noun), the answers of
+        that kind by their articles in the datastore preferred (:mod:`npmcore.answer.kinds`)."""
+        head = min(POOLED_FROM, len(phrases.scores))
+        keys = [self._key(tuple(int(t) for t in row[row >= 0])) for row in phrases.token_ids[:head]]
+        pooled = pool(phrases, keys, functools.partial(self._names_more, phrases))
+        if kind is None:
+            return pooled
+        judged = min(JUDGED, len(pooled.phrases.scores))
+        texts = [self.evidence.surface(self._evidence_of(pooled.phrases, r, 1)[0]) for r in range(judged)]
+        return preferred(pooled, np.array([kind_of(self.articles, text, kind) for text in texts], dtype=np.int64))
+
     def answers_from(
         self,
         query: str,
-        phrases: Phrases,
+        phrases: Phrases | Pooled,
         config: InferenceConfig = InferenceConfig(),
         keep: Callable[[str], bool] | None = None,
     ) -> list[Answer]:
-        """The best ``config.answers`` phrases of a query (:meth:`phrases`) as answers, each with its
-        best ``config.evidence`` positions as evidence, its text as the best passage writes it and (evidence
+        """The best ``config.answers`` phrases of a query (:meth:`phrases`; under evidence scoring :meth:`pooled`,
+        the forms of one name one answer shown in one form, the others listed in ``Answer.forms``) as answers, each
+        with its best ``config.evidence`` positions as evidence, its text as the best passage writes it and (evidence
         scoring, with the encoder's calibrator) its confidence; with ``keep``, only answers whose text it keeps
         (among the first :data:`KEPT_FROM` phrases)."""
+        pooled = self.pooled(phrases) if isinstance(phrases, Phrases) and phrases.parts is not None else phrases
+        if isinstance(pooled, Pooled):
+            phrases, kinds = pooled.phrases, pooled.kinds
+        else:
+            kinds = None
         answers = []
         ranks = min(len(phrases.scores), config.answers if keep is None else KEPT_FROM)
         for rank in range(ranks):
@@ -381,29 +411,63 @@ class NPM:
                 break
             ids = phrases.token_ids[rank]
             ids = tuple(int(t) for t in ids[ids >= 0])
-            mine = np.flatnonzero(phrases.phrase_of_span == rank)
-            best = mine[np.argsort(-phrases.span_scores[mine], kind="stable")[: config.evidence]]
-            evidence = tuple(
-                Evidence(
-                    int(self.corpus.block_of(phrases.spans[i : i + 1, 0])[0]),
-                    int(phrases.spans[i, 0]),
-                    int(phrases.spans[i, 1]),
-                    float(phrases.span_scores[i]),
-                )
-                for i in best
-            )
+            evidence = self._evidence_of(phrases, rank, config.evidence)
             parts = (
                 None if phrases.parts is None else dict(zip(FEATURE_NAMES, phrases.parts[rank].tolist(), strict=True))
             )
             text = self.evidence.surface(evidence[0])
+            forms = self._forms(pooled.source, pooled.members[rank][1:], text) if isinstance(pooled, Pooled) else ()
             if keep is None or keep(text):
-                answers.append(Answer(text, ids, float(phrases.scores[rank]), evidence, parts, None, rank))
+                answers.append(Answer(text, ids, float(phrases.scores[rank]), evidence, parts, None, rank, forms))
         if answers and phrases.parts is not None and self.calibrator is not None:
             # each phrase's features are its own: only the answers kept are rated
-            rows = confidence_features(phrases, query, ranks)[[a.rank for a in answers]]
+            rows = confidence_features(phrases, query, ranks, kinds)[[a.rank for a in answers]]
             sure = self.calibrator.confidence(rows)
             answers = [replace(a, confidence=float(c)) for a, c in zip(answers, sure, strict=True)]
         return answers
+
+    def _evidence_of(self, phrases: Phrases, rank: int, n: int) -> tuple[Evidence, ...]:
+        """The best ``n`` positions of the phrase of ``rank``, best first."""
+        mine = np.flatnonzero(phrases.phrase_of_span == rank)
+        best = mine[np.argsort(-phrases.span_scores[mine], kind="stable")[:n]]
+        return tuple(
+            Evidence(
+                int(self.corpus.block_of(phrases.spans[i : i + 1, 0])[0]),
+                int(phrases.spans[i, 0]),
+                int(phrases.spans[i, 1]),
+                float(phrases.span_scores[i]),
+            )
+            for i in best
+        )
+
+    def _names_more(self, phrases: Phrases, long: int, short: int, shared: list[tuple[int, int]]) -> bool:
+        """Whether, at one of the positions where the phrase of rank ``long`` ends with that of rank ``short`` (rows
+        of each one's positions), the words it adds name more of it, as the passage writes them
+        (:func:`npmcore.answer.pooling.names_more`)."""
+        rows_long = np.flatnonzero(phrases.phrase_of_span == long)
+        rows_short = np.flatnonzero(phrases.phrase_of_span == short)
+        for row_long, row_short in shared:
+            whole = self._span_at(phrases.spans[rows_long[row_long]])
+            held = self._span_at(phrases.spans[rows_short[row_short]])
+            if names_more(
+                whole.text[: whole.start], whole.text[whole.start : held.start], held.text[held.start : held.end]
+            ):
+                return True
+        return False
+
+    def _span_at(self, span: np.ndarray) -> EvidenceSpan:
+        block = int(self.corpus.block_of(span[:1])[0])
+        return self.evidence.span(Evidence(block, int(span[0]), int(span[1]), 0.0))
+
+    def _forms(self, phrases: Phrases, ranks: tuple[int, ...], shown: str) -> tuple[str, ...]:
+        """The texts of the phrases of ``ranks`` (other forms of an answer shown as ``shown``), as their best
+        passages write them, each once."""
+        out: list[str] = []
+        for rank in ranks:
+            text = self.evidence.surface(self._evidence_of(phrases, rank, 1)[0])
+            if text != shown and text not in out:
+                out.append(text)
+        return tuple(out)
 
     def close(self) -> None:
         """Lets go of what the index holds open (its BM25 searcher)."""
