@@ -1,12 +1,20 @@
-"""How a query that a person types is asked: a sentence with one ``[MASK]`` as it is; a question as the statements
-it stands for ("Where was Lionel Messi born?" -> "Lionel Messi was born in [MASK].") and the way the paper asks NQ
-and TriviaQA ("Where was Lionel Messi born? The answer is [MASK]."), or in the paper's way alone where no statement
-can be made of it or that is asked for.
+"""How a query that a person types is asked:
+
+* a sentence with one ``[MASK]`` as it is;
+* a question as the statements it stands for ("Where was Lionel Messi born?" -> "Lionel Messi was born in [MASK].")
+  and the way the paper asks NQ and TriviaQA ("Where was Lionel Messi born? The answer is [MASK]."), or in the
+  paper's way alone where no statement can be made of it or that is asked for;
+* a yes/no question as the statements that mask what it asserts (:mod:`npmcore.answer.yes_no`: "Is Paris the
+  capital of France?" -> "[MASK] is the capital of France.", asserting Paris), answered yes or no;
+* a question that asks for an explanation ("why …", "how does …") is not asked: NPM answers with a phrase of its
+  corpus and cannot explain (:data:`EXPLANATION`);
+* anything else, keywords ("capital of australia", "einstein birthplace"), as the statements they stand for
+  (:mod:`npmcore.answer.keywords`) and the paper's way.
 
 NPM reads statements far better than questions (docs/evaluate.md); the command line, the query service and its
-page ask questions as statements, and every answer says how it was asked. Each of a question's queries is asked, and
-the answers are those of the one whose first answer is the most confident, of the kind the question asks for
-(:func:`npmcore.answer.answering.best_answers`): on the dev set of questions people type, asking the paper's form
+page ask questions and keywords as statements, and every answer says how it was asked. Each of a query's statements
+is asked, and the answers are those of the one whose first answer is the most confident, of the kind it asks for
+(:func:`npmcore.answer.answering.replies`): on the dev set of questions people type, asking the paper's form
 beside the statements answered 0.420 against 0.393 (docs/evaluate.md).
 """
 
@@ -14,8 +22,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from npmcore.answer.questions import WH_WORDS, Expect
+from npmcore.answer.keywords import read_keywords
+from npmcore.answer.questions import BE, DO, HAVE, MODALS, WH_WORDS, Expect, stated_kind, tag
 from npmcore.answer.statements import state
+from npmcore.answer.yes_no import is_yes_no, yes_no_reading
 from npmcore.mask import MASK
 
 # The words a question starts with (an interrogative or an auxiliary put first: "Is Paris in France?")
@@ -26,7 +36,12 @@ QUESTION_WORDS = frozenset(
 WH_DETERMINERS = frozenset({"which", "what", "whose"})  # "… of which organisation": a wh-phrase ends the question
 PRONOUNS = frozenset("i you he she it we they".split())
 PREPOSITIONS = frozenset("in on at to from by for with of during under after before since about into".split())
-How = Literal["mask", "statements", "question"]
+FINITE = frozenset({"VBD", "VBZ", "VBP", "MD"})  # a verb with a tense: a sentence's, not a keyword query's
+How = Literal["mask", "statements", "question", "keywords", "yes-no", "explanation"]
+EXPLANATION = (
+    "NPM answers with a phrase of its corpus (a name, a place, a date, a number) and cannot explain why or how: ask "
+    "who, what, where or when, or write a sentence with [MASK]."
+)
 # How a question is asked: as the statements it stands for, or as the paper asks NQ and TriviaQA
 Form = Literal["statements", "paper"]
 FORMS: tuple[Form, ...] = get_args(Form)
@@ -36,11 +51,31 @@ QUOTES = "\"'“”‘’«»()"
 @dataclass(frozen=True)
 class Asked:
     text: str  # as it was typed
-    queries: tuple[str, ...]  # what NPM is asked: sentences with one [MASK] each (best_answers picks one's answers)
+    queries: tuple[str, ...]  # what NPM is asked: sentences with one [MASK] each (replies picks one's answers)
     how: How  # "mask": the text itself; "statements": the question's statements, then the paper's form; "question":
-    # the paper's form alone
-    # asked as statements: the kind of answer the question asks for (a place, a time, a number), where it says
-    expects: Expect | None = None
+    # the paper's form alone; "keywords": the statements a keyword query stands for, then the paper's form; "yes-no":
+    # the statements that mask what a yes/no question asserts; "explanation": nothing (EXPLANATION)
+    # of each query (empty: None for every one), the kind of answer it asks for (a place, a time, a number) ...
+    expected: tuple[Expect | None, ...] = ()
+    # ... and the kind of thing it asks for, as the datastore's articles say what each candidate is
+    # (npmcore.answer.kinds): a person, a place, the noun of a question's wh-phrase ("which river"), of a statement
+    # ("the capital of X is") or of a keyword query's relation ("mona lisa painter")
+    kinds: tuple[str | None, ...] = ()
+    asserted: str | None = None  # a yes/no question's: the part its statements mask ("Paris")
+
+    @property
+    def expects(self) -> Expect | None:
+        """What its first query expects (a question's: what its wh-phrase asks for)."""
+        return self.expected[0] if self.expected else None
+
+    @property
+    def kind(self) -> str | None:
+        """The kind of thing its first query asks for."""
+        return self.kinds[0] if self.kinds else None
+
+    def reading(self, n: int) -> tuple[Expect | None, str | None]:
+        """What its query ``n`` expects and the kind of thing it asks for."""
+        return (self.expected[n] if self.expected else None, self.kinds[n] if self.kinds else None)
 
 
 def question_query(question: str) -> str:
@@ -63,20 +98,64 @@ def reads_as_question(text: str) -> bool:
     return text.rstrip(QUOTES + " ").endswith("?") or first in QUESTION_WORDS or fronted or ending
 
 
+def reads_as_sentence(text: str) -> bool:
+    """Whether a text without a mask is a sentence, not keywords: a verb with a tense after its first word, and a
+    full stop at its end or "is", "was", "has" … after its first word ("Aristotle was taught by Plato"; not "einstein
+    birthplace", "mozart born", "garden of earthly delights painter")."""
+    tokens = tag(text.strip())
+    if len(tokens) < 3 or not any(t.tag in FINITE for t in tokens[1:]):
+        return False
+    return text.strip().endswith(".") or any(t.lower in BE or t.lower in HAVE for t in tokens[1:])
+
+
+def asks_to_explain(text: str) -> bool:
+    """Whether a question asks for an explanation: "why …", "how does/did/is/can …" (not "how many", "how old")."""
+    words = [w.lower().strip(QUOTES) for w in text.strip(QUOTES + " ").split()[:2]]
+    explains = BE | frozenset(DO) | HAVE | MODALS
+    return bool(words) and (words[0] == "why" or (words[0] == "how" and len(words) > 1 and words[1] in explains))
+
+
 def ask(text: str, form: Form = "statements") -> Asked:
-    """What NPM is asked for ``text``: a sentence with one mask as it is; a question as its statements and as the paper
-    asks questions, or (no statement made of it, or ``form`` "paper") as the paper alone. A text that is neither is
-    refused with a ValueError that says what a query is."""
+    """What NPM is asked for ``text`` (module docstring); ``form`` "paper" asks a question or keywords in the paper's
+    way alone. A text with several masks, a sentence without one or no words is refused with a ValueError that says
+    what a query is."""
     if form not in FORMS:
         raise ValueError(f"form must be one of {', '.join(FORMS)}, got {form!r}")
     count = text.count(MASK)
     if count == 1:
-        return Asked(text, (text,), "mask")
-    if count == 0 and reads_as_question(text):
-        stated = state(text) if form == "statements" else None
-        paper = question_query(text.strip())
-        if stated is not None and stated.statements:
-            return Asked(text, (*stated.statements, paper), "statements", stated.expects)
+        return Asked(text, (text,), "mask", kinds=(stated_kind(text),))
+    if count > 1:
+        raise ValueError(f"a query needs at most one {MASK}, found {count}: write a sentence with one, or a question")
+    if not re.search(r"\w", text):
+        raise ValueError("a query needs words: a question, keywords, or a sentence with one [MASK]")
+    paper = question_query(text.strip())
+    question = reads_as_question(text)
+    if not question and reads_as_sentence(text):
+        raise ValueError(
+            f'a sentence needs one {MASK} where its answer goes ("Aristotle was taught by {MASK}."), or ask a '
+            "question or type keywords"
+        )
+    if form == "paper":
         return Asked(text, (paper,), "question")
-    question = ', or is a question ("Who taught Aristotle?")' if count == 0 else ""
-    raise ValueError(f"a query needs exactly one {MASK}, found {count}{question}")
+    if not question:
+        readings = read_keywords(text)  # the paper's form asks for what the likeliest reading asks for
+        queries = (*(r.statement for r in readings), paper)
+        expected = (*(r.expects for r in readings), readings[0].expects)
+        kinds = (*(r.kind for r in readings), readings[0].kind)
+        return Asked(text, queries, "keywords", expected, kinds)
+    if asks_to_explain(text):
+        return Asked(text, (), "explanation")
+    if is_yes_no(text):
+        reading = yes_no_reading(text)
+        if reading is None:
+            return Asked(text, (paper,), "question")
+        n = len(reading.statements)
+        if reading.choice:  # "a fish or a mammal": answered as the question it is
+            return Asked(text, reading.statements, "statements", kinds=(reading.kind,) * n)
+        return Asked(text, reading.statements, "yes-no", kinds=(reading.kind,) * n, asserted=reading.asserted)
+    stated = state(text)
+    if stated.statements:
+        kind = stated.kind or stated_kind(stated.statements[0])
+        n = len(stated.statements) + 1
+        return Asked(text, (*stated.statements, paper), "statements", (stated.expects,) * n, (kind,) * n)
+    return Asked(text, (paper,), "question")

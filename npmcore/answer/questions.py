@@ -25,6 +25,9 @@ PLACE_NOUNS = frozenset(
     {"city", "country", "town", "state", "place", "county", "province", "region", "continent", "island", "village"}
 )
 Expect = Literal["place", "time", "number"]  # the kinds of answer a wh-phrase may ask for (fits)
+PERSON, PLACE = "person", "place"  # what "who" and "where" ask for, as the datastore's articles say it (kinds)
+# nouns that name no kind of thing: "what is the name of X", "what kind of animal" (its kind is the animal)
+GENERIC_NOUNS = frozenset("name kind type sort one thing part member example form word term way".split())
 MONTHS = frozenset("january february march april may june july august september october november december".split())
 NUMBER_WORDS = frozenset(
     "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
@@ -54,6 +57,7 @@ class WhPhrase:
     end: int  # the token after it
     noun: tuple[Token, ...] = ()  # "which [river]", "how many [moons]", "whose [painting]", "which [planet's orbit]"
     preposition: Token | None = None  # fronted: "[In] which year", "[To] whom"
+    person: bool = False  # "who", "whom", "whose": it asks for a person
 
     @property
     def expects(self) -> Expect | None:
@@ -65,6 +69,23 @@ class WhPhrase:
         if self.kind == "when" or head in TIME_NOUNS:
             return "time"
         return "number" if self.kind in ("how-many", "how-adj") else None
+
+    @property
+    def asks_for(self) -> str | None:
+        """The kind of thing it asks for, as the datastore's articles would say it (:mod:`npmcore.answer.kinds`): a
+        person ("who"), a place ("where"), or its noun ("which river": river; "which planet's orbit": planet); None
+        where it names no kind, or asks for a time or a number (:attr:`expects`)."""
+        if self.person:
+            return PERSON
+        if self.kind == "where":
+            return PLACE
+        owner = next((k for k, t in enumerate(self.noun) if t.tag == "POS"), len(self.noun))
+        if owner == 0 or self.expects in ("time", "number"):
+            return None
+        words = [t.lower for t in self.noun[:owner]]
+        of = words.index("of") if "of" in words[1:] else None  # "book of the Bible": a book; "kind of animal": animal
+        head = noun_lemma(words[of - 1] if of is not None and words[of - 1] not in GENERIC_NOUNS else words[-1])
+        return None if head in GENERIC_NOUNS or not head.isalpha() else head
 
     def gap(self, text: str) -> str:
         """What takes the phrase's place: the mask, or "[MASK]'s painting" for a possessive one."""
@@ -134,7 +155,7 @@ def wh_phrase(tokens: list[Token], at: int, preposition: Token | None) -> WhPhra
         if tokens[at + 2].lower in ("who", "what"):  # "Who or what replaced X?"
             return WhPhrase("who", at + 3, preposition=preposition)
     if word in ("who", "whom"):
-        return WhPhrase("who", at + 1, preposition=preposition)
+        return WhPhrase("who", at + 1, preposition=preposition, person=True)
     if word in ("when", "where"):
         return WhPhrase(word, at + 1, preposition=preposition)
     if word == "how" and nxt is not None:
@@ -153,7 +174,7 @@ def wh_phrase(tokens: list[Token], at: int, preposition: Token | None) -> WhPhra
         noun = tuple(t for t in tokens[at + 1 : end] if t.tag != "DT")
         if word == "whose" and not noun:
             return None
-        return WhPhrase("whose" if word == "whose" else "who", end, noun, preposition)
+        return WhPhrase("whose" if word == "whose" else "who", end, noun, preposition, person=word == "whose")
     return None
 
 
@@ -219,6 +240,33 @@ def known_verb_lemmas(word: str) -> tuple[str, ...]:
 
 
 @functools.cache
+def known_noun_lemmas(word: str) -> tuple[str, ...]:
+    """Every lemma ``word`` is a form of, as a common noun, in lemminflect's tables ("rivers": river); () when it is
+    none there (a name: "japan", "mozart")."""
+    from lemminflect import getAllLemmas
+
+    return getAllLemmas(word, upos="NOUN").get("NOUN", ())
+
+
+@functools.cache
+def known_adjective_lemmas(word: str) -> tuple[str, ...]:
+    """Every lemma ``word`` is a form of, as an adjective, in lemminflect's tables ("highest": high); () when none."""
+    from lemminflect import getAllLemmas
+
+    return getAllLemmas(word, upos="ADJ").get("ADJ", ())
+
+
+@functools.cache
+def noun_lemma(word: str) -> str:
+    """A noun's singular, lowercased ("rivers" -> river, "species"): lemminflect's, the word itself where it has
+    none."""
+    from lemminflect import getLemma
+
+    found = getLemma(word.lower(), upos="NOUN")
+    return found[0].lower() if found else word.lower()
+
+
+@functools.cache
 def verb_base_form(word: str) -> str:
     """``word``'s base form as a verb, lowercased: lemminflect's first lemma of it (from its tables, or guessed by its
     rules for a word they lack: "found" -> find), the word itself where there is none."""
@@ -237,3 +285,21 @@ def inflected(lemma: str, tag: str) -> str:
         return lemma
     found = getInflection(lemma, tag=tag)
     return found[0] if found else lemma
+
+
+STATED_NOUN = (
+    re.compile(r"(?i)^(?:the|a|an)\s+([\w\s'-]+?)\s+(?:of|in|for|on|to|from|at|that|which|who)\b.*?"
+               r"\b(?:is|was|are|were)\s+(?:the\s+|an?\s+)?\[MASK\]"),
+    re.compile(r"(?i)^\[MASK\]\s+(?:is|was|are|were)\s+(?:the|an?)\s+([\w\s'-]+?)\s+(?:of|in|for|on|to|from|at|that)\b"),
+)  # fmt: skip
+
+
+def stated_kind(statement: str) -> str | None:
+    """The kind of thing a statement's mask stands for, where it says it as a copula's noun: "The capital of Australia
+    is [MASK]." and "[MASK] is the longest river in Asia." (capital, river); None elsewhere."""
+    for pattern in STATED_NOUN:
+        found = pattern.search(statement.strip())
+        if found:
+            head = noun_lemma(found.group(1).split()[-1])
+            return None if head in GENERIC_NOUNS or head in TIME_NOUNS or not head.isalpha() else head
+    return None

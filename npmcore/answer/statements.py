@@ -31,6 +31,8 @@ from npmcore.answer.questions import (
     HAVE,
     MODALS,
     NOUNISH,
+    PERSON,
+    PLACE,
     WH_WORDS,
     Expect,
     Token,
@@ -75,6 +77,7 @@ class Stated:
 
     statements: tuple[str, ...]  # each with one [MASK], the likeliest first; () where the rules cannot read it
     expects: Expect | None = None  # the kind of answer its wh-phrase asks for, where it says (fits)
+    kind: str | None = None  # the kind of thing it asks for (WhPhrase.asks_for): a person, a place, a river
 
 
 def state(question: str) -> Stated:
@@ -94,11 +97,57 @@ def state(question: str) -> Stated:
         lead = text[: tokens[at - 1].end]  # a fronted adverbial: "In 1969,"
     elif at > 0:
         wh = wh_phrase(tokens, at, None)
-        return Stated(_finished(text, _in_place(text, tokens, at, wh)), None if wh is None else wh.expects)
+        made = _finished(text, _in_place(text, tokens, at, wh))
+        return Stated(made) if wh is None else Stated(made, wh.expects, wh.asks_for)
     wh = wh_phrase(tokens, at, preposition)
     if wh is None:
         return Stated(())
-    return Stated(_finished(text, [f"{lead} {s}" if lead else s for s in _rewritten(text, tokens, wh)]), wh.expects)
+    made = _finished(text, [f"{lead} {s}" if lead else s for s in _rewritten(text, tokens, wh)])
+    made = _finished(text, [*made, *_naming(made, wh.asks_for, lead), *other_ways(made)])
+    return Stated(made, wh.expects, wh.asks_for)
+
+
+def other_ways(made: tuple[str, ...]) -> list[str]:
+    """The ways passages say a statement that the rules do not: a copula turned round ("The capital of Mongolia is
+    [MASK]." -> "[MASK] is the capital of Mongolia."), an owner's "of" ("Argentina's capital is [MASK]." -> "The
+    capital of Argentina is [MASK]."), a name called ("The name of our galaxy is [MASK]." -> "Our galaxy is called
+    [MASK]."), a count with "there" ("[MASK] planets are in the solar system." -> "There are [MASK] planets in the
+    solar system.")."""
+    out = []
+    for statement in made:
+        named = re.match(r"^The name of (.+) (is|was) \[MASK\]\.$", statement)
+        if named:  # "The name of X's company is [MASK]." -> "X's company is called [MASK]."
+            out.append(f"{named.group(1)[:1].upper()}{named.group(1)[1:]} {named.group(2)} called {MASK}.")
+        owned = re.match(r"^(\w[\w\s.-]*?)['’]s ([\w\s-]+?) (is|was|are|were) \[MASK\]\.$", statement)
+        if owned and " of " not in owned.group(1) and not owned.group(1).startswith("The "):
+            statement = f"The {owned.group(2)} of {owned.group(1)} {owned.group(3)} {MASK}."
+            out.append(statement)
+        copula = re.match(r"^The (.+?) (is|was|are|were)(?: called| named| known as)? \[MASK\]\.$", statement)
+        if copula and MASK not in copula.group(1):
+            out.append(f"{MASK} {copula.group(2)} the {copula.group(1)}.")
+        counted = re.match(r"^\[MASK\] (\w+) (are|were) (in|on|at) (.+)$", statement)
+        if counted:
+            out.append(f"There {counted.group(2)} {MASK} {counted.group(1)} {counted.group(3)} {counted.group(4)}")
+    return out
+
+
+def _naming(made: tuple[str, ...], kind: str | None, lead: str) -> tuple[str, ...]:
+    """The statements that keep the wh-phrase's noun, which the mask took: "[MASK] flows through Baghdad." -> "The
+    river that flows through Baghdad is [MASK].", "They speak [MASK] in brazil." -> "The language that they speak in
+    brazil is [MASK]." (a noun, not a person or a place: the passages name those; not where the clause would end with
+    its copula, "a koala is")."""
+    if kind is None or kind in (PERSON, PLACE) or lead:
+        return ()
+    out = []
+    for statement in made:
+        if f"{MASK}'" in statement or f"{MASK}’" in statement:  # "[MASK]'s orbit": the mask is an owner
+            continue
+        clause = " ".join(statement.rstrip(".").replace(MASK, " ").split())
+        if re.search(r"(?i)\b(?:is|are|was|were)$", clause) or len(clause.split()) < 2:
+            continue
+        clause = re.sub(r"^(A|An|The|They|It|There) ", lambda m: f"{m.group(1).lower()} ", clause)
+        out.append(f"The {kind} that {clause} is {MASK}.")
+    return tuple(dict.fromkeys(out))
 
 
 def _finished(text: str, made: list[str]) -> tuple[str, ...]:
