@@ -11,15 +11,17 @@ dump's index (10 passages, query words allowed), NQ and TriviaQA against it (10 
 against it and entity translation against the May 2015 one (3 passages), and, given the index of the 2020 dump and
 Simple English Wikipedia, the five knowledge tasks against it as the paper table asks them there:
 ``--limit`` seeded facts of each (``bench/ranker.py``'s ``DATED``); and against that combined index, as the query
-service asks them (:data:`ASKED`): the dev set of queries people type (``bench/data/typed-dev.jsonl``: each fact
-typed as a question, asked as its statements and the paper's question, and as a statement; the service's defaults),
+service asks them (:data:`ASKED`): the dev sets of queries people type (``bench/data/typed-dev.jsonl``: each fact
+typed as a question, asked as its statements and the paper's question, and as a statement; ``everyday-dev.jsonl``:
+what a person knows, typed without reading the articles, as a question, as keywords and as a statement; the
+service's defaults),
 and KAMEL, NQ and TriviaQA asked as statements as the paper table's statements row asks them. Each answer among the
 best five of each query a fact is asked as is right when it is an exact match of a gold answer (the evaluation's
 test); a question's answers shown are those of its query whose first answer is the most confident
 (:func:`npmcore.answer.confidence.shown`).
 
 :func:`npmcore.answer.confidence.fit_calibrator` fits gradient-boosted trees on all of them (every answer weighing the
-same, the typed set's :data:`TYPED_WEIGHT` times: what the service is asked) and chooses ``min_confidence``;
+same, the typed sets' :data:`TYPED_WEIGHT` times: what the service is asked) and chooses ``min_confidence``;
 ``--folds``-fold cross-validation over the facts (seeded) says how well a calibrator fitted without a fact rates the
 answer it shows first: per set the expected calibration error, the area under
 the risk-coverage curve and the accuracy at 10%, 25%, 50% and 100% coverage
@@ -50,7 +52,7 @@ from flows.evaluate import EvalParams, runs_of, task_indexes  # noqa: E402
 from flows.params import ClusterParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
 from npmcore.answer.answering import answers_by_query  # noqa: E402
-from npmcore.answer.asking import Asked  # noqa: E402
+from npmcore.answer.asking import ask  # noqa: E402
 from npmcore.answer.confidence import CONFIDENCE_FILE, confidence_features, fit_calibrator, shown  # noqa: E402
 from npmcore.answer.inference import NPM, InferenceConfig  # noqa: E402
 from npmcore.answer.ranking import Ranker  # noqa: E402
@@ -64,9 +66,12 @@ from npmcore.tracking_store import tracking_uri  # noqa: E402
 
 ANSWERS = 5  # answers per query fitted on: the service shows five, each with its confidence
 BATCH = 32
-TYPED = "typed"  # the dev set of queries people type, asked with the query service's defaults
+# the dev sets of queries people type (bench/data/{name}-dev.jsonl), asked with the query service's defaults: written
+# from the articles (questions and statements), and what a person knows, without reading them (questions, keywords
+# and statements)
+TYPED = ("typed", "everyday")
 # the sets asked as the query service asks them, on the combined index: set -> (task, passages, query words allowed)
-ASKED = {TYPED: ("cloze", InferenceConfig().passages, False)} | {
+ASKED = {name: ("cloze", InferenceConfig().passages, False) for name in TYPED} | {
     f"{task}_statements": (task, passages, False) for task, passages in STATEMENTS_PASSAGES.items()
 }
 Answered = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # features, right, fact, query of each answer
@@ -86,13 +91,13 @@ def answered(npm: NPM, task: Task, params: EvalParams) -> Answered:
     features, right, fact, query = [], [], [], []
     for lo in range(0, len(task.examples), BATCH):
         examples = task.examples[lo : lo + BATCH]
-        asked = [ex.asked or Asked(ex.query, (ex.query,), "mask") for ex in examples]
+        asked = [ex.asked or ask(ex.query) for ex in examples]  # a sentence with a mask, as the service asks it
         for n, (ex, mine) in enumerate(zip(examples, answers_by_query(npm, asked, config), strict=True)):
-            for k, (text, phrases, answers) in enumerate(mine):
+            for k, (text, ranked, answers) in enumerate(mine):
                 if not answers:
                     continue
                 ranks = [a.rank for a in answers]
-                features.append(confidence_features(phrases, text, max(ranks) + 1)[ranks])
+                features.append(confidence_features(ranked.phrases, text, max(ranks) + 1, ranked.kinds)[ranks])
                 right += [exact_match(a.text, ex.answers) for a in answers]
                 fact += [lo + n] * len(answers)
                 query += [(lo + n) * QUERIES + k] * len(answers)
@@ -100,10 +105,11 @@ def answered(npm: NPM, task: Task, params: EvalParams) -> Answered:
 
 
 def asked_tasks(limit: int) -> dict[str, Task]:
-    """The sets of :data:`ASKED`: the typed dev set, and ``limit`` seeded dev facts of each task asked as statements."""
-    tasks = {TYPED: load_task("cloze", limit=None, path=str(DATA / "typed-dev.jsonl"))}
+    """The sets of :data:`ASKED`: the dev sets people type, and ``limit`` seeded dev facts of each task asked as
+    statements."""
+    tasks = {name: load_task("cloze", limit=None, path=str(DATA / f"{name}-dev.jsonl")) for name in TYPED}
     for name, (task, *_) in ASKED.items():
-        if name != TYPED:
+        if name not in TYPED:
             tasks[name] = load_task(task, limit=limit, seed=0, split="dev", form="statements")
     return tasks
 
@@ -206,9 +212,9 @@ def main() -> None:
 
 
 def weights_of(sets: dict[str, Answered], held: dict[str, np.ndarray] | None = None) -> np.ndarray:
-    """Each answer's weight in the fit, in :func:`pooled`'s order: :data:`TYPED_WEIGHT` for the typed set's, else 1."""
+    """Each answer's weight in the fit, in :func:`pooled`'s order: :data:`TYPED_WEIGHT` for the typed sets', else 1."""
     return np.concatenate([
-        np.full(len(right) if held is None else held[name].sum(), TYPED_WEIGHT if name == TYPED else 1.0)
+        np.full(len(right) if held is None else held[name].sum(), TYPED_WEIGHT if name in TYPED else 1.0)
         for name, (_, right, _, _) in sets.items()
     ])  # fmt: skip
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npmcore.answer.answering import answers_by_query, best_answers
+from npmcore.answer.answering import answers_by_query, replies
 from npmcore.answer.confidence import (
     BOOSTING,
     CONFIDENCE_FEATURES,
@@ -139,7 +139,7 @@ def test_a_fitted_calibrator_is_calibrated_on_fresh_data_of_its_kind_and_survive
 @pytest.mark.parametrize("seed", range(5))
 def test_the_answers_shown_are_those_of_each_facts_most_confident_query(seed):
     """``shown`` against a loop over the facts: of each fact, the first answer of the query whose first answer is the
-    most confident, the first such query on a tie (best_answers's choice)."""
+    most confident, the first such query on a tie (the choice of replies)."""
     rng = np.random.default_rng(seed)
     counts = rng.integers(1, 4, size=(40, 3))  # answers of each of a fact's three queries (a query may have none)
     counts[rng.random(counts.shape) < 0.2] = 0
@@ -209,8 +209,10 @@ def test_the_features_are_those_of_the_ranked_answers(npm):
         assert np.allclose(column["score"], phrases.scores[:top])
         assert np.allclose(column["gap_to_best"], log_score[0] - log_score[:top])
         assert np.allclose(column["margin_to_next"][: top - 1], -np.diff(log_score[:top]))
-        assert np.allclose(features[:, 6:-3], phrases.parts[:top])
-        assert column["mask_at_end"].all() and (column["query_words"] == 5).all()
+        assert np.allclose(features[:, 6:-4], phrases.parts[:top])
+        assert column["mask_at_end"].all() and (column["query_words"] == 5).all() and (column["kind"] == 0).all()
+        kinds = np.array([1, -1, 0, 1])[:top]  # of the kind asked, of another, unknown: npmcore.answer.kinds
+        assert confidence_features(phrases, QUERIES[0], config.answers, kinds)[:, -1].tolist() == kinds.tolist()
     asked = query_features("Who wrote Hamlet? Answer: [MASK].")  # a question's shape is not a feature
     assert asked.tolist() == [4, 1, len("Who wrote Hamlet? Answer: ") / len("Who wrote Hamlet? Answer: [MASK].")]
     assert query_features("[MASK] wrote Hamlet.").tolist() == [2, 0, 0.0]
@@ -222,7 +224,7 @@ def test_answers_carry_the_confidence_of_their_encoders_calibrator_only(npm, new
     """A calibrator fitted on this encoder's answers under its ranker gives every answer its probability; one of
     another ranker is never used: a refitted ranker needs a refitted calibrator."""
     config = InferenceConfig(answers=3)
-    phrases = list(npm.phrases(QUERIES, config))
+    phrases = [npm.pooled(p).phrases for p in npm.phrases(QUERIES, config)]  # what answers are rated on
     features = np.concatenate([confidence_features(p, q, 3) for p, q in zip(phrases, QUERIES, strict=True)])
     facts = np.concatenate([[n] * min(3, len(p.scores)) for n, p in enumerate(phrases)])
     right = np.r_[True, facts[1:] != facts[:-1]]  # the first answers right
@@ -257,16 +259,16 @@ def test_the_shipped_calibrator_was_fitted_on_the_shipped_encoder_and_ranker(npm
 def test_a_query_abstains_below_the_threshold_and_keeps_its_best_guess(npm):
     (found,) = npm.predict(QUERIES[:1], InferenceConfig(answers=2))
     sure = found[0].confidence
-    assert abstention(npm.calibrator, found, sure) == {"abstained": False, "min_confidence": sure}
+    assert abstention(npm.calibrator, found, sure) == {"found": True, "abstained": False, "min_confidence": sure}
     assert abstention(npm.calibrator, found, min(1.0, sure + 1e-6))["abstained"]
     assert abstention(npm.calibrator, found, None)["min_confidence"] == npm.calibrator.min_confidence
-    assert abstention(npm.calibrator, [], None) == {"abstained": True, "min_confidence": None}
+    assert abstention(npm.calibrator, [], None) == {"found": False, "abstained": True, "min_confidence": None}
     unsure = [replace(a, confidence=None) for a in found]
-    assert abstention(None, unsure, 0.9) == {"abstained": False, "min_confidence": None}
+    assert abstention(None, unsure, 0.9) == {"found": True, "abstained": False, "min_confidence": None}
 
 
 def test_a_question_gets_the_answers_of_its_most_confident_query_of_the_kind_it_asks_for(npm):
-    """best_answers: each of a question's queries answered with only answers of the kind it asks for (the same as its
+    """replies: each of a question's queries answered with only answers of the kind it asks for (the same as its
     unfiltered phrases kept by ``fits``, in rank order), and the answers given those of the query whose first answer
     is the most confident."""
     from npmcore.answer.asking import ask
@@ -282,6 +284,6 @@ def test_a_question_gets_the_answers_of_its_most_confident_query_of_the_kind_it_
         every = npm.answers_from(query, phrases, replace(config, answers=KEPT_FROM))
         kept = [a for a in every if fits(a.text, "place")][: config.answers]
         assert [(a.text, a.rank, a.confidence) for a in answers] == [(a.text, a.rank, a.confidence) for a in kept]
-    ((query, answers),) = best_answers(npm, [asked], config)
+    (reply,) = replies(npm, [asked], config)
     best = max(mine, key=lambda m: m[2][0].confidence if m[2] else -1.0)
-    assert (query, [a.text for a in answers]) == (best[0], [a.text for a in best[2]])
+    assert (reply.query, [a.text for a in reply.answers]) == (best[0], [a.text for a in best[2]])

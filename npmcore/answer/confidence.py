@@ -13,9 +13,14 @@ a proper scoring rule: its probabilities are calibrated on data like its fit's),
 * its score's parts (:data:`npmcore.answer.ranking.FEATURE_NAMES`, each a weight times a feature): how
   much of the query's words the evidence repeats, NPM's similarities, how many positions spell it;
 * the query's shape: ``query_words`` (how many words), ``mask_at_end`` and ``mask_position`` (where its mask is, as
-  a share of its length). Whether it is a question is not among them: on the benchmarks' dev sets a question meant NQ
-  or KAMEL, where few answers are right, and a calibrator that knew it rated every question a person asks as one
-  (ECE 0.14-0.30 on questions people type); a question is asked as statements anyway (:mod:`npmcore.answer.asking`).
+  a share of its length);
+* ``kind``: whether its article in the datastore says it is of the kind the query asks for (+1), of another (-1),
+  or nothing is known or asked (0) (:mod:`npmcore.answer.kinds`).
+
+Whether it is a question is not among them: on the benchmarks' dev sets a question meant NQ or KAMEL, where few
+answers are right, and a calibrator that knew it rated every question a person asks as one (ECE 0.14-0.30 on
+questions people type); a question is asked as statements anyway (:mod:`npmcore.answer.asking`). An answer is one
+name's pooled forms (:mod:`npmcore.answer.pooling`): its score is theirs together.
 
 On the dev sets (5-fold cross-validated) boosting beat a logistic regression of the same features,
 and one followed by isotonic regression, on the calibration error of 5 of 8 sets and on every set's
@@ -65,6 +70,7 @@ CONFIDENCE_FEATURES = (
     "query_words",
     "mask_at_end",
     "mask_position",
+    "kind",
 )
 # the boosting's settings, chosen by 5-fold cross-validation on the dev sets (docs/evaluate.md)
 BOOSTING = {
@@ -91,9 +97,11 @@ def query_features(query: str) -> np.ndarray:
     )
 
 
-def confidence_features(phrases: Phrases, query: str, answers: int) -> np.ndarray:
+def confidence_features(phrases: Phrases, query: str, answers: int, kinds: np.ndarray | None = None) -> np.ndarray:
     """(min(answers, m), len(CONFIDENCE_FEATURES)) features of a query's best ``answers`` phrases,
-    ranked by evidence scoring (``phrases.parts`` set: :func:`npmcore.answer.ranking.rank_phrases`).
+    ranked by evidence scoring (``phrases.parts`` set: :func:`npmcore.answer.ranking.rank_phrases`; pooled,
+    :func:`npmcore.answer.pooling.pool`), with each one's kind as its article says it (``kinds``: +1 of the kind asked,
+    -1 of another, 0 unknown or none asked: :mod:`npmcore.answer.kinds`; None: none asked).
 
     Raises:
         ValueError: ``phrases`` were ranked by NPM's own scoring (no parts).
@@ -113,7 +121,8 @@ def confidence_features(phrases: Phrases, query: str, answers: int) -> np.ndarra
     out[:, 4] = np.log1p(np.arange(top))
     out[:, 5] = np.log(max(m, 1))
     out[:, 6 : 6 + parts] = phrases.parts[:top]
-    out[:, 6 + parts :] = query_features(query)
+    out[:, 6 + parts : -1] = query_features(query)
+    out[:, -1] = 0.0 if kinds is None else kinds[:top]
     return out
 
 
@@ -237,7 +246,7 @@ def fit_calibrator(
 
 def shown(confidence: np.ndarray, facts: np.ndarray, queries: np.ndarray) -> np.ndarray:
     """(n,) which answers are shown first: of each fact, the first answer of its query whose first answer is the
-    most confident (the first such query on a tie), as :func:`npmcore.answer.answering.best_answers` chooses. The rows
+    most confident (the first such query on a tie), as :func:`npmcore.answer.answering.replies` chooses. The rows
     of a query are consecutive, best first; ``facts`` and ``queries`` name each row's fact and query."""
     first = np.flatnonzero(np.r_[True, queries[1:] != queries[:-1]]) if len(queries) else np.zeros(0, dtype=int)
     order = first[np.lexsort((-confidence[first], facts[first]))]  # by fact, the most confident first (stable)
@@ -267,10 +276,11 @@ class Rated(Protocol):
 
 
 def abstention(calibrator: Calibrator | None, answers: Sequence[Rated], min_confidence: float | None) -> dict:
-    """Whether a query's answers are withheld as "not in this corpus": its first answer's confidence is below
-    ``min_confidence`` (None: the calibrator's), or nothing was found. Without confidence (NPM's scoring, or no
-    calibrator for the encoder) nothing is withheld and ``min_confidence`` is None."""
+    """Whether anything was found, and whether a query's answers are shown as unsure (``abstained``): its first
+    answer's confidence is below ``min_confidence`` (None: the calibrator's), or nothing was found ("not in this
+    corpus"). Without confidence (NPM's scoring, or no calibrator for the encoder) nothing found is unsure and
+    ``min_confidence`` is None."""
     if not answers or answers[0].confidence is None:
-        return {"abstained": not answers, "min_confidence": None}
+        return {"found": bool(answers), "abstained": not answers, "min_confidence": None}
     threshold = calibrator.min_confidence if min_confidence is None else min_confidence
-    return {"abstained": answers[0].confidence < threshold, "min_confidence": threshold}
+    return {"found": True, "abstained": answers[0].confidence < threshold, "min_confidence": threshold}
