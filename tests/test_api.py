@@ -99,7 +99,7 @@ def test_predict_ranks_by_evidence_or_by_npm_and_explains_its_scores(client, sto
 
 
 def test_a_question_is_asked_as_its_statements_and_the_answer_says_how(client):
-    from npmcore.answer.answering import best_answers
+    from npmcore.answer.answering import replies
     from npmcore.answer.asking import ask
     from npmcore.answer.inference import NPM, InferenceConfig
 
@@ -113,8 +113,9 @@ def test_a_question_is_asked_as_its_statements_and_the_answer_says_how(client):
     assert result["query"] == question and result["asked"]["how"] == "statements"
     assert result["asked"]["queries"] == list(asked.queries) and result["asked"]["answered"] in asked.queries
     npm = NPM(client.get("/v1/index").json()["index"])
-    ((answered, expected),) = best_answers(npm, [asked], InferenceConfig(answers=3))
-    assert result["asked"]["answered"] == answered and [a["text"] for a in result["answers"]] == [
+    (reply,) = replies(npm, [asked], InferenceConfig(answers=3))
+    expected = reply.answers
+    assert result["asked"]["answered"] == reply.query and [a["text"] for a in result["answers"]] == [
         a.text for a in expected
     ]
     assert all(a.text.isalpha() or " " in a.text for a in expected)  # a place: no number
@@ -122,6 +123,30 @@ def test_a_question_is_asked_as_its_statements_and_the_answer_says_how(client):
     assert paper["asked"] == {"how": "question", "queries": [asked.queries[-1]], "answered": asked.queries[-1]}
     (plain,) = client.post("/v1/predict", json={"queries": [QUERY]}).json()["results"]
     assert plain["asked"] == {"how": "mask", "queries": [QUERY], "answered": QUERY}
+
+
+def test_keywords_a_yes_no_question_and_a_why_are_each_answered_as_a_person_expects(client):
+    queries = ["australia bushfires", "Did firefighters battle bushfires in Australia?", "Why did the bushfires start?"]
+    keywords, yes_no, why = client.post("/v1/predict", json={"queries": queries}).json()["results"]
+    assert keywords["asked"]["how"] == "keywords" and keywords["answers"] and keywords["found"]
+    assert keywords["asked"]["queries"][0] == "The australia bushfires is [MASK]."  # what the keywords name
+    assert yes_no["asked"] == {
+        "how": "yes-no",
+        "queries": ["Firefighters battled bushfires in [MASK]."],
+        "answered": "Firefighters battled bushfires in [MASK].",
+    }
+    verdict = yes_no["yes_no"]  # yes where the corpus's answer is the part asserted
+    assert verdict["asserted"] == "Australia" and verdict["corpus_says"] == yes_no["answers"][0]["text"]
+    assert verdict["verdict"] == ("yes" if "australia" in verdict["corpus_says"].lower() else "no")
+    assert verdict["confidence"] == yes_no["answers"][0]["confidence"]
+    assert (why["asked"]["how"], why["asked"]["answered"], why["answers"], why["found"]) == (
+        "explanation",
+        None,
+        [],
+        False,
+    )
+    assert "cannot explain" in why["note"] and keywords["note"] is None and keywords["yes_no"] is None
+    assert all(isinstance(a["forms"], list) for a in keywords["answers"])  # the other forms of each answer
 
 
 def test_every_answer_has_its_confidence_and_a_query_below_the_threshold_abstains_with_its_best_guess(client):
@@ -157,10 +182,14 @@ def test_the_page_names_every_part_of_a_score():
     ("body", "error"),
     [
         (
-            {"queries": ["No mask here."]},
-            'queries.0: a query needs exactly one [MASK], found 0, or is a question ("Who taught Aristotle?")',
+            {"queries": ["Aristotle was taught by Plato."]},
+            'queries.0: a sentence needs one [MASK] where its answer goes ("Aristotle was taught by [MASK]."), or ask '
+            "a question or type keywords",
         ),
-        ({"queries": ["[MASK] and [MASK]."]}, "queries.0: a query needs exactly one [MASK], found 2"),
+        (
+            {"queries": ["[MASK] and [MASK]."]},
+            "queries.0: a query needs at most one [MASK], found 2: write a sentence with one, or a question",
+        ),
         ({"queries": []}, "queries: List should have at least 1 item after validation, not 0"),
         ({"queries": [QUERY], "colour": "red"}, "colour: unknown field"),
         ({"queries": ["x" * 1001 + " [MASK]"]}, "queries.0: longer than 1000 characters"),
@@ -497,10 +526,15 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
         doubts = {}  # a query it knows and one it does not: the page says what the service says
         for q in (QUERY, UNKNOWN):
             (said,) = httpx.post(f"{url}/v1/predict", json={"queries": [q], "answers": 3}).json()["results"]
-            shown = rendered_for(q)
-            rendered = r'<p class="abstained">Not in this corpus: (the best guess|no answer)'  # not the script's text
-            greyed = shown.count('class="answer guess"')
-            doubts[q] = (said["abstained"], re.search(rendered, shown) is not None, greyed, len(said["answers"]))
+            shown = rendered_for(q)  # rendered, not the script's text
+            unsure = re.search(r'<p class="abstained">Unsure: the best answer is right with probability', shown)
+            nothing = re.search(r'<p class="abstained">Not in this corpus: nothing was found', shown)
+            marked = shown.count('class="answer unsure"')
+            found, doubted = said["found"], said["abstained"]
+            doubts[q] = (found, doubted, unsure is not None, nothing is not None, marked, len(said["answers"]))
+        yes_no = "Did firefighters battle bushfires in Australia?"
+        (verdict,) = httpx.post(f"{url}/v1/predict", json={"queries": [yes_no]}).json()["results"]
+        said_so, why, wrong = (rendered_for(q) for q in (yes_no, "Why did the bushfires start?", "Plato taught me."))
         question = "Where did Australian firefighters battle bushfires?"  # no mask: asked as its statements
         asked = rendered_for(question)
         (said,) = httpx.post(f"{url}/v1/predict", json={"queries": [question]}).json()["results"]
@@ -517,9 +551,13 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
     assert len(whys) == len(marks.marks) and whys[0] == ' open=""'  # each answer says why; the first shows it
     assert "Serving " in dom.stdout and first.rsplit("/", 1)[1] in dom.stdout  # the footer names the index
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 10_000
-    for abstained, says_so, greyed, answers in doubts.values():
-        assert says_so == abstained and greyed == (answers if abstained else 0)
-    assert doubts[UNKNOWN][0]  # Aristotle is not in 60 news articles
+    for found, doubted, unsure, nothing, marked, answers in doubts.values():
+        assert nothing == (not found) and unsure == (found and doubted) and marked == (answers if doubted else 0)
+    assert doubts[UNKNOWN][1]  # Aristotle is not in 60 news articles: unsure of its best guess, or nothing found
+    word = "Yes" if verdict["yes_no"]["verdict"] == "yes" else "No"
+    assert f'<p class="verdict"><strong>{word}</strong>' in said_so and verdict["yes_no"]["corpus_says"] in said_so
+    assert '<p class="note">NPM answers with a phrase of its corpus' in why and 'class="answer' not in why
+    assert '<p class="error">A sentence needs one [MASK] where its answer goes' in wrong and "queries.0" not in wrong
     answered, queries = said["asked"]["answered"], said["asked"]["queries"]  # the answering one first, then the rest
     others = "".join(f"<br>or: {q}" for q in queries if q != answered)
     assert len(queries) == 2 and f'<p class="asked">Asked as: {answered}{others}</p>' in asked

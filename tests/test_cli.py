@@ -102,7 +102,16 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     result = runner.invoke(app, ["query", "--index", url, "--json", QUERIES[0]])
     assert result.exit_code == 0, result.output
     answers = json.loads(result.output.strip().splitlines()[-1])
-    assert len(answers) == 5 and set(answers[0]) == {"answer", "score", "confidence", "abstained", "asked", "evidence"}
+    assert len(answers) == 5 and set(answers[0]) == {
+        "answer",
+        "forms",
+        "score",
+        "confidence",
+        "abstained",
+        "asked",
+        "yes_no",
+        "evidence",
+    }
     assert all(0 <= a["confidence"] <= 1 for a in answers)  # each answer's own probability, not a ranking
     assert answers[0]["asked"] == {"how": "mask", "queries": [QUERIES[0]], "answered": QUERIES[0]}
     evidence = answers[0]["evidence"][0]
@@ -118,12 +127,21 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     shown = runner.invoke(app, ["query", "--index", url, QUERIES[0]])
     assert shown.exit_code == 0 and answers[0]["answer"] in shown.output
     withheld = runner.invoke(app, ["query", "--index", url, "--min-confidence", "1", QUERIES[0]])
-    assert withheld.exit_code == 0 and "not in this corpus (best guess: confidence" in withheld.output
-    assert answers[0]["answer"] in withheld.output  # the best guess, dimmed
+    assert withheld.exit_code == 0 and "unsure (the best answer's confidence" in withheld.output
+    assert answers[0]["answer"] in withheld.output and "not in this corpus" not in withheld.output  # found, unsure
     out_of_range = runner.invoke(app, ["query", "--index", url, "--min-confidence", "2", QUERIES[0]])
     assert out_of_range.exit_code == 2 and "--min-confidence" in out_of_range.output
-    bad = runner.invoke(app, ["query", "--index", url, "no mask here"])
-    assert bad.exit_code == 2 and "exactly one [MASK], found 0, or is a question" in " ".join(bad.output.split())
+    bad = runner.invoke(app, ["query", "--index", url, "Firefighters battled bushfires."])
+    assert bad.exit_code == 2 and "a sentence needs one [MASK] where its answer goes" in " ".join(bad.output.split())
+    keywords = runner.invoke(app, ["query", "--index", url, "australia bushfires"])
+    assert keywords.exit_code == 0 and "asked as: The australia bushfires is [MASK]." in " ".join(
+        keywords.output.split()
+    )
+    yes_no = runner.invoke(app, ["query", "--index", url, "--json", "Did firefighters battle bushfires in Australia?"])
+    verdict = json.loads(yes_no.output.strip().splitlines()[-1])[0]["yes_no"]
+    assert verdict["asserted"] == "Australia" and verdict["verdict"] in ("yes", "no")
+    why = runner.invoke(app, ["query", "--index", url, "Why did the bushfires start?"])
+    assert why.exit_code == 0 and "cannot explain" in " ".join(why.output.split())
     question = runner.invoke(app, ["query", "--index", url, "Where did firefighters battle bushfires?"])
     assert question.exit_code == 0, question.output
     shown = " ".join(question.output.split())

@@ -135,8 +135,10 @@ def query_command(
     queries: Annotated[
         list[str],
         typer.Argument(
-            help='Queries with one [MASK] each, e.g. "Thessaloniki is a city in [MASK].", or questions, e.g. "Where '
-            'was Lionel Messi born?" (asked as the statements they stand for: "Lionel Messi was born in [MASK].").'
+            help='Queries with one [MASK] each, e.g. "Thessaloniki is a city in [MASK].", questions, e.g. "Where '
+            'was Lionel Messi born?" (asked as the statements they stand for: "Lionel Messi was born in [MASK]."), '
+            'yes/no questions ("Is Paris the capital of France?": answered yes or no from what the corpus says) or '
+            'keywords ("capital of australia").'
         ),
     ],
     index_url: Annotated[str, typer.Option("--index", help="Index snapshot URL (from npmcore index).")],
@@ -185,16 +187,16 @@ def query_command(
         typer.Option(
             min=0.0,
             max=1.0,
-            help="Evidence scoring: below this confidence of its first answer a query is answered 'not in this "
-            "corpus', its best guesses shown dimmed (default: the calibrator's, chosen on dev).",
+            help="Evidence scoring: below this confidence of its first answer a query's answers are shown as unsure "
+            "(default: the calibrator's, chosen on dev); 'not in this corpus' where nothing was found.",
         ),
     ] = None,
     json_out: Annotated[
         bool,
         typer.Option(
             "--json",
-            help="Print JSON: one list of answers per query, each with its confidence and whether the query "
-            "abstained (with --explain, their parts).",
+            help="Print JSON: one list of answers per query, each with its other forms, its confidence, whether the "
+            "query's answers are unsure, how it was asked, a yes/no question's verdict (with --explain, their parts).",
         ),
     ] = False,
 ) -> None:
@@ -202,8 +204,8 @@ def query_command(
     evidence and where it comes from (source, dump date, article and its address)."""
     from dataclasses import asdict
 
-    from npmcore.answer.answering import best_answers
-    from npmcore.answer.asking import FORMS, ask
+    from npmcore.answer.answering import Reply, replies
+    from npmcore.answer.asking import EXPLANATION, FORMS, ask
     from npmcore.answer.confidence import abstention
     from npmcore.answer.inference import NPM, SCORINGS, InferenceConfig
     from npmcore.index.indexer import store_root
@@ -228,44 +230,59 @@ def query_command(
     index_url = absolute_store(index_url)
     npm = NPM(index_url, encoder=resolve_encoder(model, store_root(index_url)))
     if single:  # one query each: a question's first statement
-        firsts = [a.queries[0] for a in asked]
-        answered = list(zip(firsts, npm.predict_tokens(firsts, config), strict=True))
+        firsts = [a.queries[0] if a.queries else a.text for a in asked]
+        found_single = npm.predict_tokens(firsts, config)
+        answered = [Reply(a, q, f) for a, q, f in zip(asked, firsts, found_single, strict=True)]
     else:
-        answered = best_answers(npm, asked, config)
-    results = [found for _, found in answered]
-    rows = [[(a, [npm.evidence.span(e) for e in a.evidence]) for a in found] for found in results]
-    withheld = [abstention(npm.calibrator, found, min_confidence) for found in results]
+        answered = replies(npm, asked, config)
+    rows = [[(a, [npm.evidence.span(e) for e in a.evidence]) for a in reply.answers] for reply in answered]
+    withheld = [abstention(npm.calibrator, reply.answers, min_confidence) for reply in answered]
     if json_out:
         out = [
             [
                 {
                     "answer": a.text,
+                    "forms": list(a.forms),
                     "score": a.score,
                     "confidence": a.confidence,
                     "abstained": abstained["abstained"],
-                    "asked": {"how": how.how, "queries": list(how.queries), "answered": query},
+                    "asked": {"how": reply.asked.how, "queries": list(reply.asked.queries), "answered": reply.query},
+                    "yes_no": None if reply.yes_no is None else asdict(reply.yes_no),
                     "evidence": [asdict(s) for s in spans],
                     **({"parts": a.parts} if explain else {}),
                 }
                 for a, spans in found
             ]
-            for found, abstained, how, (query, _) in zip(rows, withheld, asked, answered, strict=True)
+            for found, abstained, reply in zip(rows, withheld, answered, strict=True)
         ]
         print(json.dumps(out if len(out) > 1 else out[0], ensure_ascii=False))
         return
-    for how, found, abstained, (query, _) in zip(asked, rows, withheld, answered, strict=True):
+    for reply, found, abstained in zip(answered, rows, withheld, strict=True):
+        how = reply.asked
         console.print(f"[bold]{escape(how.text)}[/]")
+        if how.how == "explanation":
+            console.print(f"  [yellow]{escape(EXPLANATION)}[/]")
+            continue
         if how.how != "mask":
             for asked_as in how.queries:  # the one its answers come from marked where there are several
-                mark = "  ◂ answers" if asked_as == query and len(how.queries) > 1 else ""
+                mark = "  ◂ answers" if asked_as == reply.query and len(how.queries) > 1 else ""
                 console.print(f"  [dim]asked as: {escape(asked_as)}{mark}[/]")
-        if abstained["abstained"]:
-            best = f" (best guess: confidence {found[0][0].confidence:.2f} < {abstained['min_confidence']:.2f})"
-            console.print("  [bold yellow]not in this corpus[/]" + (best if found else ": nothing found"))
+        if not found:
+            console.print("  [bold yellow]not in this corpus[/]: nothing found in the passages searched")
+        elif reply.yes_no is not None:
+            verdict = reply.yes_no
+            unsure = "unsure, " if abstained["abstained"] else ""
+            console.print(
+                f"  [bold]{verdict.verdict.capitalize()}[/] ({unsure}the corpus says {escape(verdict.corpus_says)})"
+            )
+        elif abstained["abstained"]:
+            best = f"confidence {found[0][0].confidence:.2f} < {abstained['min_confidence']:.2f}"
+            console.print(f"  [bold yellow]unsure[/] (the best answer's {best})")
         style = "dim" if abstained["abstained"] else "bold green"
         for rank, (answer, spans) in enumerate(found, 1):
             sure = "" if answer.confidence is None else f"  confidence {answer.confidence:.2f}"
-            console.print(f"  {rank}. [{style}]{escape(answer.text)}[/]  {answer.score:.3f}{sure}")
+            forms = f"  [dim](also written {escape(', '.join(answer.forms))})[/]" if answer.forms else ""
+            console.print(f"  {rank}. [{style}]{escape(answer.text)}[/]  {answer.score:.3f}{sure}{forms}")
             if explain and answer.parts is not None:
                 console.print(Indented(score_parts(answer.parts), 5), highlight=False)
             for span in spans:  # wrapped lines keep the indentation

@@ -28,8 +28,8 @@ from typing import Any
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from npmcore.answer.answering import best_answers
-from npmcore.answer.asking import ask
+from npmcore.answer.answering import replies
+from npmcore.answer.asking import EXPLANATION, ask
 from npmcore.answer.confidence import Calibrator, abstention
 from npmcore.answer.inference import NPM, InferenceConfig, label_token_ids
 from npmcore.answer.retrieval import Unsupported
@@ -164,6 +164,7 @@ def _answer(served: Served, answer, explain: bool) -> dict:
     spans = [served.npm.evidence.span(e) for e in answer.evidence]
     return {
         "text": answer.text,
+        "forms": list(answer.forms),  # the other forms of the name it is, as the passages write them
         "score": answer.score,
         "confidence": answer.confidence,
         "evidence": [
@@ -200,18 +201,21 @@ def run_predict(service: "Service", items: list[Item]) -> list[dict | Unsupporte
             started = time.perf_counter()
             asked = {n: ask(items[n].query, form) for n in members}
             try:
-                found = best_answers(served.npm, [asked[n] for n in members], config)
+                found = replies(served.npm, [asked[n] for n in members], config)
             except Unsupported as e:  # the index swapped to one that cannot answer these: only their requests fail
                 out |= dict.fromkeys(members, e)
                 continue
             seconds = time.perf_counter() - started
-            for n, (answered, answers_of) in zip(members, found, strict=True):
+            for n, reply in zip(members, found, strict=True):
                 out[n] = {
                     "query": items[n].query,
                     # how it was asked: the queries NPM was asked, and the one its answers come from
-                    "asked": {"how": asked[n].how, "queries": list(asked[n].queries), "answered": answered},
-                    **abstention(served.npm.calibrator, answers_of, items[n].request.min_confidence),
-                    "answers": [_answer(served, a, items[n].request.explain) for a in answers_of],
+                    "asked": {"how": asked[n].how, "queries": list(asked[n].queries), "answered": reply.query},
+                    **abstention(served.npm.calibrator, reply.answers, items[n].request.min_confidence),
+                    "answers": [_answer(served, a, items[n].request.explain) for a in reply.answers],
+                    # a yes/no question: yes where the corpus's answer is what it asserts
+                    "yes_no": None if reply.yes_no is None else asdict(reply.yes_no),
+                    "note": EXPLANATION if asked[n].how == "explanation" else None,  # why nothing was asked
                     "index": served.url,
                     "batch_ms": round(1000 * seconds, 1),
                     "batch_queries": len(members),
