@@ -18,7 +18,7 @@ it (every form of it):
   discovered by [MASK]."); then checked against the datastores (a sentence stating it, which each line names): 416 of
   the 420 written are held (4 not: an article's pronoun, a missing article), 250 facts of dev and 166 of test.
 
-Every line is answered as the query service answers it (:func:`npmcore.answer.answering.best_answers`, through the
+Every line is answered as the query service answers it (:func:`npmcore.answer.answering.replies`, through the
 evaluation's cloze task: its defaults, ``--passages`` top BM25 passages, evidence scoring and the encoder's
 calibrator), against ``--index`` (the paper table's combined index, ``2020-09+simplewiki-2021-12``); a question is
 asked ``--ask`` (statements: its statements and the paper's question, the answers of the most confident; paper: the

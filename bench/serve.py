@@ -17,14 +17,17 @@ index. Between the two moves a copy of the second index with its largest file da
 disk leaves it) is offered: ``npmcore serving set`` must refuse it, and once written into the pointer by hand the
 service must refuse it too, name it in ``/v1/index`` and keep answering from the index it has (the pointer
 written back as it was clears the refusal). The service's RSS is sampled throughout.
-What a question costs: one client sends each fact of ``bench/data/typed-test.jsonl`` typed as a statement, then the
-same fact typed as a question (asked as the service asks it: its statements and the paper's question, tagged and
-answered in one batch), one a request, the facts three times over (the two forms alternated, so that the machine's
-drift weighs on both alike): ``p50_ms_statements``, ``p50_ms_questions`` and their ratio ``question_cost`` (the same
-facts, so the same passages to read).
+What what people type costs: one client sends each fact of ``bench/data/everyday-test.jsonl`` typed as a statement,
+then the same fact typed as a question (asked as the service asks it: its statements and the paper's question, tagged
+and answered in one batch), as keywords, and, where its statement is "The X is [MASK].", as the yes/no question of its
+answer ("Is Canberra the capital of Australia?"), one a request, the facts three times over (the forms alternated, so
+that the machine's drift weighs on all alike): ``p50_ms_statement``, ``p50_ms_question``, ``p50_ms_keywords``,
+``p50_ms_yes_no`` and each one's ratio to the statement's, ``question_cost``, ``keywords_cost`` and ``yes_no_cost``
+(the same facts, so the same passages to read).
 The service encodes queries in ``--precision`` (``auto``: the machine's). Last line, one JSON object:
 ``{"factory", "precision", "index_precision", "answers", "p50_ms_c1", "p99_ms_c1", "qps_c1", "qps_c4",
-"qps_c16", "p99_ms_c16", "p50_ms_statements", "p50_ms_questions", "question_cost", "errors", "swaps", "swap_errors",
+"qps_c16", "p99_ms_c16", "p50_ms_statement", "p50_ms_question", "p50_ms_keywords", "p50_ms_yes_no", "question_cost",
+"keywords_cost", "yes_no_cost", "errors", "swaps", "swap_errors",
 "corrupt_refused", "p99_ms_during_swap", "rss_mb_steady", "rss_mb_swap_peak"}`` (``swap_errors``: failed requests
 during the moves and the corrupt offer; ``corrupt_refused``: 1 when both refused the corrupt copy).
 """
@@ -33,6 +36,7 @@ import argparse
 import asyncio
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -82,6 +86,13 @@ async def drive(
         start = time.perf_counter()
         await asyncio.gather(*(client(n, http) for n in range(clients)))
         return latencies, errors, time.perf_counter() - start
+
+
+def yes_no_of(statement: str, answer: str) -> str | None:
+    """The yes/no question of a statement with its answer: "The capital of Australia is [MASK]." -> "Is Canberra the
+    capital of Australia?"; None for a statement of another shape."""
+    found = re.match(r"^The (.+) (is|was) \[MASK\]\.$", statement)
+    return None if found is None else f"{found.group(2).capitalize()} {answer} the {found.group(1)}?"
 
 
 def wait_ready(url: str, server: subprocess.Popen, timeout_s: float = 300) -> None:
@@ -191,18 +202,24 @@ def main() -> None:
                 f"qps_c{clients}": round(len(latencies) / seconds, 1),
             }
             print(f"concurrency {clients}: {result}", file=sys.stderr, flush=True)
-        typed = [json.loads(line) for line in (ROOT / "bench" / "data" / "typed-test.jsonl").open()]
+        typed = [json.loads(line) for line in (ROOT / "bench" / "data" / "everyday-test.jsonl").open()]
         facts: dict[str, dict[str, str]] = {}
         for row in typed:
             facts.setdefault(row["fact"], {})[row["form"]] = row["query"]
-        # each fact as a statement, then as a question, one after the other, QUESTION_ROUNDS times: the machine's
-        # drift weighs on both alike; a question may find no answer of the kind it asks for: no error
-        asked = [f[form] for f in facts.values() for form in ("statement", "question")] * QUESTION_ROUNDS
-        latencies, failed, _ = asyncio.run(drive(url, asked, 1, len(asked), args.scoring, need_answers=False))
+            if row["form"] == "statement" and (asserted := yes_no_of(row["query"], row["answers"][0])) is not None:
+                facts[row["fact"]]["yes-no"] = asserted
+        # each fact in every form, one after the other, QUESTION_ROUNDS times: the machine's drift weighs on all alike;
+        # a question may find no answer of the kind it asks for: no error
+        forms = ("statement", "question", "keywords", "yes-no")
+        asked = [(form, f[form]) for f in facts.values() for form in forms if form in f] * QUESTION_ROUNDS
+        latencies, failed, _ = asyncio.run(drive(url, [q for _, q in asked], 1, len(asked), args.scoring, False))
         errors += failed
-        for n, form in enumerate(("statement", "question")):
-            result[f"p50_ms_{form}s"] = round(float(np.percentile(latencies[n::2], 50)), 1)
-        result["question_cost"] = round(result["p50_ms_questions"] / result["p50_ms_statements"], 2)
+        for form in forms:
+            mine = [ms for (of, _), ms in zip(asked, latencies, strict=True) if of == form]
+            result[f"p50_ms_{form.replace('-', '_')}"] = round(float(np.percentile(mine, 50)), 1)
+        for form in forms[1:]:
+            name = form.replace("-", "_")
+            result[f"{name}_cost"] = round(result[f"p50_ms_{name}"] / result["p50_ms_statement"], 2)
         steady = rss.mark()
 
         swaps, swap_latencies, swap_errors, corrupt_refused = 0, [], 0, 0

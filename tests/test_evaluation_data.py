@@ -295,8 +295,12 @@ def test_cloze_task(tmp_path):
         + "\n",
     )
     task = load_task("cloze", tmp_path, path=str(path))
-    assert task.kind == "open" and task.skipped == {"mask_count": 2}
-    assert [(ex.id, ex.answers) for ex in task.examples] == [("d1", ("Florence", "Firenze")), ("cloze-4", ("Paris",))]
+    assert task.kind == "open" and task.skipped == {"mask_count": 1}  # "No mask here." is asked as keywords
+    assert [(ex.id, ex.answers) for ex in task.examples] == [
+        ("d1", ("Florence", "Firenze")),
+        ("cloze-2", ("x",)),
+        ("cloze-4", ("Paris",)),
+    ]
     assert task.examples[0].text == "Dante was born in Florence."
     bad = _write(tmp_path, "bad.jsonl", '{"query": "A [MASK].", "answers": ["b"]}\n{"query": "C [MASK]."}\n')
     with pytest.raises(ValueError, match=r"bad.jsonl:2: missing field\(s\) \['answers'\]"):

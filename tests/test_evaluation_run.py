@@ -27,23 +27,29 @@ def flat(news_store) -> NPM:
 
 
 def test_a_cloze_files_questions_are_asked_as_the_query_service_asks_them(flat, tmp_path, prefect_server):
-    """A line without [MASK] that reads as a question is evaluated as the service answers it (its statements and the
-    paper's question, best_answers), or in the paper's form with --ask paper; a line that is neither is skipped."""
-    from npmcore.answer.answering import best_answers
+    """A line without [MASK] is evaluated as the service answers it (a question as its statements and the paper's
+    question, keywords as theirs: npmcore.answer.answering.replies), or in the paper's form with --ask paper; a
+    sentence without a mask, or a why (the service answers it with a note), is skipped, and the JSON says so; a file
+    mostly skipped is an error, not a score."""
+    from npmcore.answer.answering import replies
     from npmcore.answer.asking import ask, question_query
 
     question = "Where did Australian firefighters battle bushfires?"
-    ((_, answers),) = best_answers(flat, [ask(question)], InferenceConfig())
+    (reply,) = replies(flat, [ask(question)], InferenceConfig())
     path = tmp_path / "typed.jsonl"
-    lines = [{"query": question, "answers": [answers[0].text]}, {"query": QUERIES[0], "answers": ["x"]}]
-    lines.append({"query": "Firefighters battled bushfires.", "answers": ["x"]})  # neither: skipped
+    lines = [{"query": question, "answers": [reply.answers[0].text]}, {"query": QUERIES[0], "answers": ["x"]}]
+    lines.append({"query": "australia bushfires firefighters", "answers": ["x"]})  # keywords: asked
+    lines.append({"query": "Why did the bushfires start?", "answers": ["x"]})  # a why: skipped as the service does
+    lines.append({"query": "Firefighters battled bushfires.", "answers": ["x"]})  # a sentence: skipped
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     store = tmp_path / "store"
     for form, asked in (("statements", ask(question).queries[0]), ("paper", question_query(question))):
         args = ["eval", "--task", "cloze", "--data", str(path), "--index", flat.url, "--store", str(store)]
         out = runner.invoke(app, [*args, "--ask", form, "--json"])
         assert out.exit_code == 0, out.output
-        assert json.loads(out.stdout.strip().splitlines()[-1])["n"] == 2
+        line = json.loads(out.stdout.strip().splitlines()[-1])
+        skipped = {"mask_count": 1, "explanation": 1} if form == "statements" else {"mask_count": 1}
+        assert (line["n"], line["skipped"]) == (5 - sum(skipped.values()), skipped)
         client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
         run = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])[0]
         assert run.data.params["ask"] == form and run.data.metrics["skipped_mask_count"] == 1
@@ -53,7 +59,13 @@ def test_a_cloze_files_questions_are_asked_as_the_query_service_asks_them(flat, 
         ]
         assert records[0]["query"] == asked
         if form == "statements":
-            assert records[0]["correct"] and records[0]["prediction"] == answers[0].text  # the service's answer
+            assert records[0]["correct"] and records[0]["prediction"] == reply.answers[0].text  # the service's answer
+            assert records[2]["query"] == ask(lines[2]["query"]).queries[0]  # keywords as their first statement
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines[2:]))  # two of three lines skipped
+    out = runner.invoke(
+        app, ["eval", "--task", "cloze", "--data", str(path), "--index", flat.url, "--store", str(store)]
+    )
+    assert out.exit_code == 2 and "2 of 3 lines cannot be asked" in " ".join(out.output.split())
 
 
 def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path, prefect_server):
@@ -81,6 +93,7 @@ def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path, prefect_server):
         "metric": "exact_match",
         "score": 0.5,
         "query_copy_rate": result.query_copy_rate,
+        "skipped": {},  # every line asked
         "breakdown": {"ceiling": result.breakdown["ceiling"]},  # the gold written in the passages searched
         "calibration": result.calibration,  # how well each prediction's confidence says when it is right
     }

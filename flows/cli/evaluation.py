@@ -194,6 +194,8 @@ def eval_command(
                 "metric": r.metric,
                 "score": r.score,
                 "query_copy_rate": r.query_copy_rate,
+                # the lines or examples not evaluated, by why (skipped_explanation: a question asking why or how)
+                "skipped": {k.removeprefix("skipped_"): v for k, v in r.notes.items() if k.startswith("skipped_")},
             }
             if r.lam is not None:
                 line.update(**{"lambda": r.lam, "fraction": r.fraction, "perplexity": r.perplexity})

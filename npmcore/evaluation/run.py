@@ -14,8 +14,8 @@ from typing import Literal
 
 import numpy as np
 
-from npmcore.answer.answering import best_answers
-from npmcore.answer.asking import Asked
+from npmcore.answer.answering import replies
+from npmcore.answer.asking import ask
 from npmcore.answer.inference import NPM, InferenceConfig, Mode, label_token_ids
 from npmcore.evaluation.baselines import BASELINES, MaskFiller
 from npmcore.evaluation.metrics import exact_match, in_passages, length_bucket, macro_by_length, repeats_query
@@ -204,11 +204,11 @@ def _closed(
 
 
 def _open(examples, npm: NPM, mode: Mode, config: InferenceConfig) -> list[Record]:
-    """Records of NPM's answers: each example asked as it asks (a question's statements: best_answers); NPM single
-    answers the first query alone."""
+    """Records of NPM's answers: each example asked as it asks (a question's statements:
+    :func:`npmcore.answer.answering.replies`); NPM single answers the first query alone."""
     if mode == "npm":
-        asked = [ex.asked or Asked(ex.query, (ex.query,), "mask") for ex in examples]
-        answers = [found for _, found in best_answers(npm, asked, config)]
+        asked = [ex.asked or ask(ex.query) for ex in examples]  # a sentence with a mask, as the service asks it
+        answers = [reply.answers for reply in replies(npm, asked, config)]
     else:
         answers = npm.predict_tokens([ex.query for ex in examples], config)
     records = []

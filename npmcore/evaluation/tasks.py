@@ -29,6 +29,7 @@ from typing import Literal
 import numpy as np
 
 from npmcore.answer.asking import Asked, Form, ask, question_query, reads_as_question
+from npmcore.answer.questions import stated_kind
 from npmcore.answer.statements import state
 from npmcore.evaluation.readers import (
     GOOGLE_RE_TEMPLATES,
@@ -102,8 +103,8 @@ class Example:
     text: str = ""
     group: str = ""  # the subset it is scored in as well (entity translation: its language; temporal: its kind)
     stale: tuple[str, ...] = ()  # answers that were right once and are wrong now (temporal: the older dump's)
-    # a question asked as its statements (npmcore.answer.asking.ask; ``query`` the first), answered by best_answers;
-    # None: ``query`` alone
+    # a question asked as its statements (npmcore.answer.asking.ask; ``query`` the first), answered by
+    # npmcore.answer.answering.replies; None: ``query`` alone
     asked: Asked | None = None
 
     @property
@@ -226,7 +227,8 @@ def _kamel_examples(data_dir: Path, split: Split, form: Form) -> Iterator[Exampl
                 continue
             paper = kamel_query(templates[relation], subject)
             query = stated[relation].replace("[S]", subject) if stated else paper
-            asked = Asked(paper, (query, paper), "statements", expects[relation]) if stated else None
+            kinds = (stated_kind(query),) * 2  # the noun of "The capital of X is [MASK].", as the service reads it
+            asked = Asked(paper, (query, paper), "statements", (expects[relation],) * 2, kinds) if stated else None
             id = f"kamel-{relation}-{split}-{line}"
             yield _example(query, answers, None, id, query.replace(MASK, answers[0]), asked=asked)
 
@@ -272,7 +274,9 @@ def _question_example(question: str, answers: tuple[str, ...], id: str, form: Fo
     if not reads_as_question(question):
         return _example(question_query(question), answers, None, id, question)
     asked = ask(question, form)
-    return _example(asked.queries[0], answers, None, id, question, asked=asked if asked.how == "statements" else None)
+    if asked.how in ("explanation", "question"):  # asked as the paper asks (the service would not ask a why)
+        return _example(question_query(question), answers, None, id, question)
+    return _example(asked.queries[0], answers, None, id, question, asked=asked)
 
 
 def _nq_examples(data_dir: Path, split: Split, form: Form) -> Iterator[Example | str]:
@@ -309,11 +313,13 @@ def _cloze_examples(path: Path, form: Form) -> Iterator[Example | str]:
         try:
             asked = ask(query, form)
         except ValueError:
-            yield "mask_count"  # neither one mask nor a question
+            yield "mask_count"  # several masks, or no words
+            continue
+        if not asked.queries:
+            yield "explanation"  # a question asking why or how: the service answers it with a note, no phrase
             continue
         first = asked.queries[0]
-        stated = asked if asked.how == "statements" else None
-        yield _example(first, answers, None, id, first.replace(MASK, answers[0], 1), asked=stated)
+        yield _example(first, answers, None, id, first.replace(MASK, answers[0], 1), asked=asked)
 
 
 def _wikitext_examples(data_dir: Path, split: Split) -> Iterator[Example | str]:
@@ -432,6 +438,11 @@ def load_task(
         raise ValueError(f"task {name!r}: duplicate example ids {duplicates[:5]}")
     if skipped:
         logger.info("task %s: skipped %s", name, dict(skipped))
+    if name == "cloze" and sum(skipped.values()) > len(examples):
+        raise ValueError(
+            f"{path}: {sum(skipped.values())} of {sum(skipped.values()) + len(examples)} lines cannot be asked as the "
+            f"query service asks them ({', '.join(f'{k}: {v}' for k, v in skipped.items())}): not a score of this file"
+        )
     return Task(
         name=name,
         kind="closed" if name in CLOSED_TASKS else "open",
