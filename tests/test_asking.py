@@ -294,6 +294,7 @@ def test_a_sentence_with_one_mask_is_asked_as_it_is_and_anything_else_is_refused
     assert (ask(sentence).how, ask(sentence).queries) == ("mask", (sentence,))
     for text, message in (
         ("Aristotle was taught by Plato.", r"a sentence needs one \[MASK\] where its answer goes"),
+        ("Plato taught me.", r"a sentence needs one \[MASK\] where its answer goes"),  # "taught" tagged a participle
         ("[MASK] taught [MASK]?", r"at most one \[MASK\], found 2"),
         ("", r"a query needs words"),
         ("?!", r"a query needs words"),

@@ -99,13 +99,16 @@ def reads_as_question(text: str) -> bool:
 
 
 def reads_as_sentence(text: str) -> bool:
-    """Whether a text without a mask is a sentence, not keywords: a verb with a tense after its first word, and a
-    full stop at its end or "is", "was", "has" … after its first word ("Aristotle was taught by Plato"; not "einstein
-    birthplace", "mozart born", "garden of earthly delights painter")."""
+    """Whether a text without a mask is a sentence, not keywords: a full stop at its end and a verb after its first
+    word ("Plato taught me."), or a verb with a tense and "is", "was", "has" … after its first word ("Aristotle was
+    taught by Plato"; not "einstein birthplace", "mozart born", "garden of earthly delights painter")."""
     tokens = tag(text.strip())
-    if len(tokens) < 3 or not any(t.tag in FINITE for t in tokens[1:]):
+    if len(tokens) < 3:
         return False
-    return text.strip().endswith(".") or any(t.lower in BE or t.lower in HAVE for t in tokens[1:])
+    verbs = {t.tag for t in tokens[1:]}
+    if text.strip().endswith("."):  # "Plato taught me.": a verb that may read as a participle
+        return bool(verbs & (FINITE | {"VBN"}))
+    return bool(verbs & FINITE) and any(t.lower in BE or t.lower in HAVE for t in tokens[1:])
 
 
 def asks_to_explain(text: str) -> bool:
