@@ -515,18 +515,22 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
         shot = tmp_path / "page.png"
         subprocess.run([*browser, budget, f"--screenshot={shot}", page], capture_output=True, timeout=120, check=True)
 
-        def rendered_for(q: str) -> str:  # the page as the browser renders it for query q
-            return subprocess.run(
-                [*browser, budget, "--dump-dom", f"{url}/?q={urllib.parse.quote(q)}"],
-                capture_output=True,
-                text=True,
-                timeout=120,
-            ).stdout
+        def rendered_for(q: str) -> str:  # what the browser renders for query q: the answers' part, not the script
+            return (
+                subprocess.run(
+                    [*browser, budget, "--dump-dom", f"{url}/?q={urllib.parse.quote(q)}"],
+                    capture_output=True,
+                    text=True,
+                    timeout=120,
+                )
+                .stdout.split('<div id="out">', 1)[1]
+                .split("<script", 1)[0]
+            )
 
         doubts = {}  # a query it knows and one it does not: the page says what the service says
         for q in (QUERY, UNKNOWN):
             (said,) = httpx.post(f"{url}/v1/predict", json={"queries": [q], "answers": 3}).json()["results"]
-            shown = rendered_for(q)  # rendered, not the script's text
+            shown = rendered_for(q)
             unsure = re.search(r'<p class="abstained">Unsure: the best answer is right with probability', shown)
             nothing = re.search(r'<p class="abstained">Not in this corpus: nothing was found', shown)
             marked = shown.count('class="answer unsure"')
