@@ -79,7 +79,7 @@ def summary(records: list[Record], refused: int, min_confidence: float | None) -
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     parser.add_argument("--index", required=True, help="the combined index of bench/paper_table.py")
     parser.add_argument("--data", choices=("typed", "everyday"), default="everyday", help="the set of facts")
     parser.add_argument("--split", choices=("dev", "test"), default="dev")
