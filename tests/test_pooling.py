@@ -129,3 +129,18 @@ def test_a_short_form_found_mostly_inside_a_longer_one_is_shown_as_the_longer():
     assert pooled.members == ((1, 0, 2),)  # "van Gogh": its own score and Gogh's
     dates = phrases_of([[7], [8, 7]], [[(50, 50), (60, 60)], [(49, 50), (59, 60)]], [0.5, 0.1])
     assert pool(dates, ["1989", "november1989"], lambda *a: True).members == ((0, 1),)  # a year stays the year
+
+
+def test_the_phrases_after_the_first_top_are_each_their_own_pool_ranked_among_the_pools():
+    keys = ["fleming", "penicillin", "alexanderfleming", "alexander", "siralexanderfleming"]
+    names = lambda long, short, shared: True  # noqa: E731
+    cut = pool(FLEMING, keys[:2], names, top=2)  # "Alexander Fleming" and the rest after the first two: not pooled
+    # the same as pooling them all where nothing after the first two holds or is held (its own spelling each)
+    alone = pool(FLEMING, [*keys[:2], "a", "b", "c"], lambda long, short, shared: long < 2 and short < 2)
+    assert cut.members == alone.members == ((0,), (1,), (2,), (3,), (4,))
+    assert cut.phrases.scores.tolist() == alone.phrases.scores.tolist() == FLEMING.scores.tolist()
+    assert cut.phrases.phrase_of_span.tolist() == FLEMING.phrase_of_span.tolist()
+    pooled = pool(FLEMING, keys[:3], names, top=3)  # "Fleming" and "Alexander Fleming" pooled: 0.65 before 0.2
+    assert pooled.members == ((0, 2), (1,), (3,), (4,))
+    assert pooled.phrases.scores.tolist() == pytest.approx([0.65, 0.2, 0.1, 0.05])
+    assert pooled.phrases.phrase_of_span.tolist() == [0] * 5 + [1] + [-1] * 2 + [2] * 2 + [3]

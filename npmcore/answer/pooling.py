@@ -134,25 +134,28 @@ def pool(phrases: Phrases, keys: list[str], more: NamesMore, top: int = POOLED_F
     """
     m = len(phrases.scores)
     head = min(top, m)
-    spans_of = [phrases.spans[phrases.phrase_of_span == rank] for rank in range(head)]
+    by_phrase = np.argsort(phrases.phrase_of_span, kind="stable")  # positions grouped by phrase, in their order
+    bounds = np.searchsorted(phrases.phrase_of_span[by_phrase], np.arange(head + 1))
+    spans_of = [phrases.spans[by_phrase[bounds[rank] : bounds[rank + 1]]] for rank in range(head)]
     holder = holders(phrases.token_ids[:head], spans_of, keys[:head], more)
-    root = np.arange(m)
+    root = np.arange(head)
     for rank in range(head):  # each phrase's outermost holder names its pool
         while holder[root[rank]] >= 0:
             root[rank] = holder[root[rank]]
     groups: dict[int, list[int]] = {}
-    for rank in range(m):
+    for rank in range(head):
         groups.setdefault(int(root[rank]), []).append(rank)
     lengths = (phrases.token_ids >= 0).sum(axis=1)
     numbers = [key[:1].isdigit() for key in keys[:head]]  # a date is shown as its best form: its year, its day
     pools = [_shown_first(members, phrases.scores, holder, spans_of, lengths, numbers) for members in groups.values()]
-    score = np.array([phrases.scores[members].sum() for members in pools])
+    tail = np.arange(head, m)  # the phrases after the first top: each its own pool
+    score = np.concatenate([[phrases.scores[p].sum() for p in pools], phrases.scores[head:]])
     order = np.argsort(-score, kind="stable")
-    pools = [pools[i] for i in order]
-    shown = np.array([members[0] for members in pools], dtype=np.int64)
-    best = np.array([min(members) for members in pools], dtype=np.int64)
+    members = [tuple(p) for p in pools] + [(rank,) for rank in tail.tolist()]
+    shown = np.concatenate([[p[0] for p in pools], tail]).astype(np.int64)[order]
+    best = np.concatenate([[min(p) for p in pools], tail]).astype(np.int64)[order]
     row_of_shown = np.full(m, -1)
-    row_of_shown[shown] = np.arange(len(pools))
+    row_of_shown[shown] = np.arange(len(order))
     return Pooled(
         Phrases(
             phrases.token_ids[shown],
@@ -162,9 +165,9 @@ def pool(phrases: Phrases, keys: list[str], more: NamesMore, top: int = POOLED_F
             row_of_shown[phrases.phrase_of_span],  # a form not shown: -1, its positions read by no answer
             None if phrases.parts is None else phrases.parts[best],
         ),
-        tuple(tuple(members) for members in pools),
+        tuple(members[i] for i in order),
         phrases,
-        np.zeros(len(pools), dtype=np.int64),
+        np.zeros(len(order), dtype=np.int64),
     )
 
 
