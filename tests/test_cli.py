@@ -45,8 +45,8 @@ def test_the_query_prints_json_alone_in_a_process_that_imported_transformers_fir
     env = {key: value for key, value in os.environ.items() if key not in DEFAULTS}  # a user's plain shell
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, env=env)
     assert done.returncode == 0, done.stderr
-    answers = json.loads(done.stdout)  # nothing else in the output
-    assert answers and all(set(a) >= {"answer", "confidence", "evidence"} for a in answers)
+    (found,) = json.loads(done.stdout)  # nothing else in the output
+    assert found["answers"] and all(set(a) >= {"text", "confidence", "evidence"} for a in found["answers"])
     assert done.stderr.strip().splitlines()[-1] == "True"  # offline, as the project promises
 
 
@@ -101,19 +101,13 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     )  # a new index, no new embedding
     result = runner.invoke(app, ["query", "--index", url, "--json", QUERIES[0]])
     assert result.exit_code == 0, result.output
-    answers = json.loads(result.output.strip().splitlines()[-1])
-    assert len(answers) == 5 and set(answers[0]) == {
-        "answer",
-        "forms",
-        "score",
-        "confidence",
-        "abstained",
-        "asked",
-        "yes_no",
-        "evidence",
-    }
+    (found,) = json.loads(result.output.strip().splitlines()[-1])  # one result a query, as the API gives it
+    assert set(found) == {"query", "asked", "found", "abstained", "min_confidence", "answers", "yes_no", "note"}
+    answers = found["answers"]
+    assert len(answers) == 5 and set(answers[0]) == {"text", "forms", "score", "confidence", "evidence"}
     assert all(0 <= a["confidence"] <= 1 for a in answers)  # each answer's own probability, not a ranking
-    assert answers[0]["asked"] == {"how": "mask", "queries": [QUERIES[0]], "answered": QUERIES[0]}
+    assert found["asked"] == {"how": "mask", "queries": [QUERIES[0]], "answered": QUERIES[0]}
+    assert found["query"] == QUERIES[0] and found["found"] and found["note"] is None
     evidence = answers[0]["evidence"][0]
     assert set(evidence) == {"block_id", "title", "text", "start", "end", "score", "source"}
     assert evidence["source"] == {  # the news file's own article: no wiki, no address
@@ -123,12 +117,12 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
         "title": evidence["title"],
         "url": None,
     }
-    assert evidence["text"][evidence["start"] : evidence["end"]] == answers[0]["answer"]
+    assert evidence["text"][evidence["start"] : evidence["end"]] == answers[0]["text"]
     shown = runner.invoke(app, ["query", "--index", url, QUERIES[0]])
-    assert shown.exit_code == 0 and answers[0]["answer"] in shown.output
+    assert shown.exit_code == 0 and answers[0]["text"] in shown.output
     withheld = runner.invoke(app, ["query", "--index", url, "--min-confidence", "1", QUERIES[0]])
     assert withheld.exit_code == 0 and "unsure (the best answer's confidence" in withheld.output
-    assert answers[0]["answer"] in withheld.output and "not in this corpus" not in withheld.output  # found, unsure
+    assert answers[0]["text"] in withheld.output and "not in this corpus" not in withheld.output  # found, unsure
     out_of_range = runner.invoke(app, ["query", "--index", url, "--min-confidence", "2", QUERIES[0]])
     assert out_of_range.exit_code == 2 and "--min-confidence" in out_of_range.output
     bad = runner.invoke(app, ["query", "--index", url, "Firefighters battled bushfires."])
@@ -140,8 +134,12 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     yes_no = runner.invoke(app, ["query", "--index", url, "--json", "Did firefighters battle bushfires in Australia?"])
     verdict = json.loads(yes_no.output.strip().splitlines()[-1])[0]["yes_no"]
     assert verdict["asserted"] == "Australia" and verdict["verdict"] in ("yes", "no")
+    said = runner.invoke(app, ["query", "--index", url, "Did firefighters battle bushfires in Australia?"])
+    assert f": the corpus says {verdict['corpus_says']}." in " ".join(said.output.split())  # as the page says it
     why = runner.invoke(app, ["query", "--index", url, "Why did the bushfires start?"])
     assert why.exit_code == 0 and "cannot explain" in " ".join(why.output.split())
+    (why,) = json.loads(runner.invoke(app, ["query", "--index", url, "--json", "Why did the bushfires start?"]).output)
+    assert why["answers"] == [] and not why["found"] and "cannot explain" in why["note"]
     question = runner.invoke(app, ["query", "--index", url, "Where did firefighters battle bushfires?"])
     assert question.exit_code == 0, question.output
     shown = " ".join(question.output.split())

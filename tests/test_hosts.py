@@ -266,7 +266,7 @@ def test_the_whole_job_across_hosts_equals_one_machine(site, dump_path):
         )
     )
     assert [(a["text"], round(a["score"], 4)) for a in answer["results"][0]["answers"]] == [
-        (a["answer"], round(a["score"], 4)) for a in local_answer
+        (a["text"], round(a["score"], 4)) for a in local_answer[0]["answers"]
     ]
     # a longer outage fails the command, after its retries, with one clear line and no snapshot
     python(site, "driver", f"import s3fs; s3fs.S3FileSystem().put('{DISK}/more.xml', 'npm/dumps/more.xml')")

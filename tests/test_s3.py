@@ -159,7 +159,8 @@ def assert_same_as_local(remote: Snapshots, local: Snapshots, store: str, cache:
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache))  # the S3 index is copied into $XDG_CACHE_HOME/npmcore
     answers = json.loads(cli("query", "--index", remote.index, "--json", QUERY))
     assert (cache / "npmcore" / "index" / remote.index.rsplit("/", 1)[1] / "manifest.json").exists()
-    assert len(answers) == 5 and all(a["answer"] and a["evidence"] for a in answers)
+    (found,) = answers
+    assert len(found["answers"]) == 5 and all(a["text"] and a["evidence"] for a in found["answers"])
     assert answers == local_answers
 
 

@@ -195,16 +195,15 @@ def query_command(
         bool,
         typer.Option(
             "--json",
-            help="Print JSON: one list of answers per query, each with its other forms, its confidence, whether the "
-            "query's answers are unsure, how it was asked, a yes/no question's verdict (with --explain, their parts).",
+            help="Print JSON: a list of one result per query, as the query service's /v1/predict gives it: how it "
+            "was asked, whether anything was found and whether it is unsure, its answers (each with its other forms, "
+            "confidence and evidence; with --explain their parts), a yes/no question's verdict, a why's note.",
         ),
     ] = False,
 ) -> None:
     """Fill the [MASK] of each query, or answer each question, with phrases retrieved from the index, with their
     evidence and where it comes from (source, dump date, article and its address)."""
-    from dataclasses import asdict
-
-    from npmcore.answer.answering import Reply, replies
+    from npmcore.answer.answering import Reply, replies, reply_json
     from npmcore.answer.asking import EXPLANATION, FORMS, ask
     from npmcore.answer.confidence import abstention
     from npmcore.answer.inference import NPM, SCORINGS, InferenceConfig
@@ -235,28 +234,11 @@ def query_command(
         answered = [Reply(a, q, f) for a, q, f in zip(asked, firsts, found_single, strict=True)]
     else:
         answered = replies(npm, asked, config)
+    if json_out:
+        print(json.dumps([reply_json(npm, reply, min_confidence, explain) for reply in answered], ensure_ascii=False))
+        return
     rows = [[(a, [npm.evidence.span(e) for e in a.evidence]) for a in reply.answers] for reply in answered]
     withheld = [abstention(npm.calibrator, reply.answers, min_confidence) for reply in answered]
-    if json_out:
-        out = [
-            [
-                {
-                    "answer": a.text,
-                    "forms": list(a.forms),
-                    "score": a.score,
-                    "confidence": a.confidence,
-                    "abstained": abstained["abstained"],
-                    "asked": {"how": reply.asked.how, "queries": list(reply.asked.queries), "answered": reply.query},
-                    "yes_no": None if reply.yes_no is None else asdict(reply.yes_no),
-                    "evidence": [asdict(s) for s in spans],
-                    **({"parts": a.parts} if explain else {}),
-                }
-                for a, spans in found
-            ]
-            for found, abstained, reply in zip(rows, withheld, answered, strict=True)
-        ]
-        print(json.dumps(out if len(out) > 1 else out[0], ensure_ascii=False))
-        return
     for reply, found, abstained in zip(answered, rows, withheld, strict=True):
         how = reply.asked
         console.print(f"[bold]{escape(how.text)}[/]")
@@ -271,9 +253,9 @@ def query_command(
             console.print("  [bold yellow]not in this corpus[/]: nothing found in the passages searched")
         elif reply.yes_no is not None:
             verdict = reply.yes_no
-            unsure = "unsure, " if abstained["abstained"] else ""
+            unsure = " (unsure)" if abstained["abstained"] else ""  # as the page says it
             console.print(
-                f"  [bold]{verdict.verdict.capitalize()}[/] ({unsure}the corpus says {escape(verdict.corpus_says)})"
+                f"  [bold]{verdict.verdict.capitalize()}[/]{unsure}: the corpus says {escape(verdict.corpus_says)}."
             )
         elif abstained["abstained"]:
             best = f"confidence {found[0][0].confidence:.2f} < {abstained['min_confidence']:.2f}"

@@ -4,15 +4,18 @@ statements) answered by NPM in one batch, only answers of the kind its query ask
 :func:`npmcore.answer.questions.fits`; a person, a river: :mod:`npmcore.answer.kinds`), and the answers of the query
 whose first answer is the most confident chosen; a yes/no question's verdict from them (:mod:`npmcore.answer.yes_no`).
 
-Imports the answer stage's NPM, how a query is asked and the yes/no verdict.
+What a reply says, as the query service's results and ``npmcore query --json`` write it: :func:`reply_json`.
+
+Imports the answer stage's NPM, how a query is asked, the confidence's abstention and the yes/no verdict.
 """
 
 import functools
 import itertools
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
-from npmcore.answer.asking import Asked
+from npmcore.answer.asking import EXPLANATION, Asked
+from npmcore.answer.confidence import abstention
 from npmcore.answer.inference import NPM, Answer, InferenceConfig
 from npmcore.answer.phrases import Phrases
 from npmcore.answer.pooling import Pooled
@@ -68,3 +71,41 @@ def answers_by_query(
 def _sureness(answers: list[Answer]) -> float:
     """How sure a query's answers are: its first answer's confidence (0 without one; -1 with no answer)."""
     return (answers[0].confidence or 0.0) if answers else -1.0
+
+
+def reply_json(npm: NPM, reply: Reply, min_confidence: float | None = None, explain: bool = False) -> dict:
+    """A reply as the query service's results and ``npmcore query --json`` write it: the text typed, how it was
+    asked (the queries NPM was asked and the one its answers come from), whether anything was found and whether its
+    answers are unsure (below ``min_confidence``; None: the calibrator's), its answers (each with its other forms,
+    score, confidence, evidence passages and where they come from; with ``explain`` its score's parts), a yes/no
+    question's verdict, and a note where nothing was asked (a why)."""
+    return {
+        "query": reply.asked.text,
+        "asked": {"how": reply.asked.how, "queries": list(reply.asked.queries), "answered": reply.query},
+        **abstention(npm.calibrator, reply.answers, min_confidence),
+        "answers": [_answer_json(npm, answer, explain) for answer in reply.answers],
+        "yes_no": None if reply.yes_no is None else asdict(reply.yes_no),  # yes where the corpus says what it asserts
+        "note": EXPLANATION if reply.asked.how == "explanation" else None,  # why nothing was asked
+    }
+
+
+def _answer_json(npm: NPM, answer: Answer, explain: bool) -> dict:
+    return {
+        "text": answer.text,
+        "forms": list(answer.forms),  # the other forms of the name it is, as the passages write them
+        "score": answer.score,
+        "confidence": answer.confidence,
+        "evidence": [
+            {
+                "block_id": s.block_id,
+                "title": s.title,
+                "text": s.text,
+                "start": s.start,
+                "end": s.end,
+                "score": s.score,
+                "source": asdict(s.source),
+            }
+            for s in (npm.evidence.span(e) for e in answer.evidence)
+        ],
+        **({"parts": answer.parts} if explain else {}),
+    }

@@ -22,15 +22,15 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from npmcore.answer.answering import replies
-from npmcore.answer.asking import EXPLANATION, ask
-from npmcore.answer.confidence import Calibrator, abstention
+from npmcore.answer.answering import replies, reply_json
+from npmcore.answer.asking import ask
+from npmcore.answer.confidence import Calibrator
 from npmcore.answer.inference import NPM, InferenceConfig, label_token_ids
 from npmcore.answer.retrieval import Unsupported
 from npmcore.index.precision import Setting
@@ -160,29 +160,6 @@ class Item:
     extra: dict = field(default_factory=dict)
 
 
-def _answer(served: Served, answer, explain: bool) -> dict:
-    spans = [served.npm.evidence.span(e) for e in answer.evidence]
-    return {
-        "text": answer.text,
-        "forms": list(answer.forms),  # the other forms of the name it is, as the passages write them
-        "score": answer.score,
-        "confidence": answer.confidence,
-        "evidence": [
-            {
-                "block_id": s.block_id,
-                "title": s.title,
-                "text": s.text,
-                "start": s.start,
-                "end": s.end,
-                "score": s.score,
-                "source": asdict(s.source),
-            }
-            for s in spans
-        ],
-        **({"parts": answer.parts} if explain else {}),
-    }
-
-
 def run_predict(service: "Service", items: list[Item]) -> list[dict | Unsupported]:
     """Answer a batch of predict items (grouped by their settings: one forward per group); an item the
     index cannot answer gets the exception saying why."""
@@ -208,14 +185,7 @@ def run_predict(service: "Service", items: list[Item]) -> list[dict | Unsupporte
             seconds = time.perf_counter() - started
             for n, reply in zip(members, found, strict=True):
                 out[n] = {
-                    "query": items[n].query,
-                    # how it was asked: the queries NPM was asked, and the one its answers come from
-                    "asked": {"how": asked[n].how, "queries": list(asked[n].queries), "answered": reply.query},
-                    **abstention(served.npm.calibrator, reply.answers, items[n].request.min_confidence),
-                    "answers": [_answer(served, a, items[n].request.explain) for a in reply.answers],
-                    # a yes/no question: yes where the corpus's answer is what it asserts
-                    "yes_no": None if reply.yes_no is None else asdict(reply.yes_no),
-                    "note": EXPLANATION if asked[n].how == "explanation" else None,  # why nothing was asked
+                    **reply_json(served.npm, reply, items[n].request.min_confidence, items[n].request.explain),
                     "index": served.url,
                     "batch_ms": round(1000 * seconds, 1),
                     "batch_queries": len(members),
