@@ -20,6 +20,7 @@ from npmcore.model.query_encoder import embedding_encoder
 from npmcore.snapshots import newest_corpus, open_index
 from npmcore.tracking import resolve_encoder
 from tasks.index import (
+    build_articles_task,
     build_bm25_index_task,
     build_bm25_task,
     build_datastore_task,
@@ -134,10 +135,12 @@ def index_corpus(params: IndexParams | None = None, previous: str | None = None,
             faiss_files = build_faiss_task(datastore, config, previous, address, progress)
         with timed(seconds, "bm25"):
             bm25_files = build_bm25_task(datastore, config, previous)
-        url = commit_index_task(datastore, config, previous, {**faiss_files, **bm25_files})
+        with timed(seconds, "articles"):
+            articles_files = build_articles_task(datastore, config, previous)
+        url = commit_index_task(datastore, config, previous, {**faiss_files, **bm25_files, **articles_files})
     logger.info(
         "index stages: %s",
-        ", ".join(f"{k} {v:.1f} s" + (f" (plan {plan[k]:.1f} s)" if plan else "") for k, v in seconds.items()),
+        ", ".join(f"{k} {v:.1f} s" + (f" (plan {plan[k]:.1f} s)" if k in plan else "") for k, v in seconds.items()),
     )
     if mlflow.active_run() is not None:
         mlflow.log_metrics(

@@ -1,4 +1,4 @@
-"""Per-tokenizer tables over the vocabulary: special tokens, word starts, function words.
+"""Per-tokenizer tables over the vocabulary: special tokens, word starts, function words; what a text spells.
 
 Span masking (training) and phrase candidates (inference) must agree on what a whole
 word is, and open-set answers (like content-word masking) must not start or end with a
@@ -51,6 +51,12 @@ def content_words_of(text: str) -> frozenset[str]:
     Answers that repeat a query's content words are found by comparing these sets."""
     stripped = "".join(c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
     return frozenset(w for w in _WORD.findall(stripped.lower()) if len(w) > 1 and w not in FUNCTION_WORDS)
+
+
+def spelled(text: str) -> str:
+    """What a phrase spells, its case and punctuation aside ("U.S." and "US", "São Paulo" and "são paulo"): one key
+    for the forms of one name (answers pooled, articles found by title)."""
+    return "".join(re.findall(r"\w+", text.lower()))
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Index-building tasks: the datastore (shards mapped over a Dask cluster), then FAISS, BM25 and the commit."""
+"""Index-building tasks: the datastore (shards mapped over a Dask cluster), then FAISS, BM25, the articles' table and
+the commit."""
 
 from prefect import task
 
@@ -8,6 +9,7 @@ from npmcore.index.bm25_index import build_bm25_index
 from npmcore.index.datastore import build_datastore, plan_datastore
 from npmcore.index.indexer import (
     IndexConfig,
+    build_articles_files,
     build_bm25_files,
     build_faiss_files,
     commit_index,
@@ -64,6 +66,13 @@ def build_bm25_task(datastore: str, config: IndexConfig, trained: str | None) ->
     """The Lucene index of the blocks, for BM25-restricted open-set queries."""
     plan = plan_index(datastore, config, trained)
     return {} if existing_index(plan) else build_bm25_files(plan)
+
+
+@task(name="build-articles", retries=1, retry_delay_seconds=30, retry_condition_fn=is_transient, timeout_seconds=HOUR)
+def build_articles_task(datastore: str, config: IndexConfig, trained: str | None) -> dict[str, FileEntry]:
+    """The table of the corpus's article openings: what says of what kind a candidate answer is."""
+    plan = plan_index(datastore, config, trained)
+    return {} if existing_index(plan) else build_articles_files(plan)
 
 
 @task(name="commit-index", retries=1, retry_delay_seconds=10, retry_condition_fn=is_transient)

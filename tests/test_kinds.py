@@ -6,11 +6,12 @@ import numpy as np
 import pytest
 
 from npmcore.answer.inference import NPM, InferenceConfig
-from npmcore.answer.kinds import WEIGHTS, Article, Articles, kind_of, predicate, preferred, says
+from npmcore.answer.kinds import WEIGHTS, kind_of, predicate, preferred, says
 from npmcore.answer.phrases import Phrases
 from npmcore.answer.pooling import Pooled
 from npmcore.answer.questions import PERSON, PLACE
 from npmcore.corpus.ingest import ingest
+from npmcore.index.articles import ARTICLES, Article, Articles, write_articles
 from npmcore.index.bm25_index import build_bm25_index
 
 
@@ -20,8 +21,10 @@ def simple_corpus(tmp_path_factory, simplewiki_shard) -> str:
 
 
 @pytest.fixture(scope="module")
-def articles(simple_corpus) -> Articles:
-    return Articles(simple_corpus)
+def articles(simple_corpus, tmp_path_factory) -> Articles:
+    path = tmp_path_factory.mktemp("articles") / ARTICLES
+    write_articles(simple_corpus, path)
+    return Articles(path)
 
 
 def test_what_an_article_says_its_subject_is_is_its_first_sentences_predicate():

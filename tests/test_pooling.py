@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from npmcore.answer.phrases import Phrases
-from npmcore.answer.pooling import holders, inside_share, names_more, pool, shared_positions, spelled
+from npmcore.answer.pooling import holders, inside_share, names_more, pool, shared_positions
+from npmcore.vocab import spelled
 
 
 @pytest.mark.parametrize(

@@ -41,7 +41,7 @@ import numpy as np
 
 from npmcore.answer.confidence import Calibrator, calibrator_of, confidence_features
 from npmcore.answer.evidence import Evidence, EvidenceReader, EvidenceSpan
-from npmcore.answer.kinds import JUDGED, Articles, kind_of, preferred
+from npmcore.answer.kinds import JUDGED, kind_of, preferred
 from npmcore.answer.phrases import (
     Corpus,
     Phrases,
@@ -52,7 +52,7 @@ from npmcore.answer.phrases import (
     score_phrases,
     score_tokens,
 )
-from npmcore.answer.pooling import POOLED_FROM, Pooled, names_more, pool, spelled
+from npmcore.answer.pooling import POOLED_FROM, Pooled, names_more, pool
 from npmcore.answer.ranking import (
     FEATURE_NAMES,
     Candidates,
@@ -67,13 +67,14 @@ from npmcore.answer.ranking import (
 )
 from npmcore.answer.retrieval import Retrieval, foreign_encoder
 from npmcore.encoder import cached_encoder, default_encoder_path, encode, encoder_fingerprint, fast_forward
+from npmcore.index.articles import ARTICLES, Articles, write_articles
 from npmcore.index.precision import Setting, resolve_precision
 from npmcore.mask import MASK
 from npmcore.model.query_encoder import check_index, check_passage_weights, passage_side, passage_source
 from npmcore.rarity import token_kinds
-from npmcore.snapshots import open_index
-from npmcore.storage import local_folder
-from npmcore.vocab import content_words_of, vocab_tables
+from npmcore.snapshots import open_corpus, open_index
+from npmcore.storage import cache_dir, local_folder
+from npmcore.vocab import content_words_of, spelled, vocab_tables
 
 log = logging.getLogger(__name__)
 
@@ -154,6 +155,7 @@ class NPM:
         self.manifest = self.index_snapshot.manifest
         self.url = index_url
         local = local_folder(index_url, cache)
+        self._local, self._cache = local, cache
         # the encoder's location: as given, else the index's, else the shipped default
         self.encoder_source = str(encoder or self.index_snapshot.encoder or default_encoder_path())
         self.tokenizer, self.model = cached_encoder(self.encoder_source)
@@ -205,8 +207,18 @@ class NPM:
 
     @functools.cached_property
     def articles(self) -> Articles:
-        """The openings of the corpus's articles, by their titles: what says of what kind a candidate is."""
-        return Articles(self.index_snapshot.corpus)
+        """The index's table of its corpus's article openings, by their titles: what says of what kind a candidate is
+        (:mod:`npmcore.index.articles`). An index built before it held one gets one in the local cache, written once
+        from its corpus."""
+        if (own := self._local / ARTICLES).is_file():
+            return Articles(own)
+        corpus = open_corpus(self.index_snapshot.corpus).manifest.id
+        cached = (self._cache or cache_dir()) / "articles" / f"{corpus}.sqlite"
+        if not cached.is_file():
+            log.warning("index %s holds no table of article openings: writing one to %s", self.url, cached)
+            cached.parent.mkdir(parents=True, exist_ok=True)
+            write_articles(self.index_snapshot.corpus, cached)
+        return Articles(cached)
 
     @functools.cached_property
     def calibrator(self) -> Calibrator | None:
@@ -470,8 +482,10 @@ class NPM:
         return tuple(out)
 
     def close(self) -> None:
-        """Lets go of what the index holds open (its BM25 searcher)."""
+        """Lets go of what the index holds open (its BM25 searcher, its table of articles)."""
         self.retrieval.close()
+        if "articles" in self.__dict__:
+            self.articles.close()
 
 
 def label_token_ids(tokenizer, words: list[str]) -> tuple[np.ndarray, list[str]]:

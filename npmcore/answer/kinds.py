@@ -14,63 +14,35 @@ whose opening says "The Tigris is a river in the Middle East". A candidate is
   country");
 * **unknown** (0) where the datastore holds no article of it: nothing is said of it.
 
-:class:`Articles` holds the opening of every article of a corpus, by what its title spells: read once, on the first
-question that names a kind (a few seconds and some 50 MB for 200,000 articles). Imports the snapshots at the top and
-the answer stage's phrases, pooling (what a name spells) and questions (what a kind is called).
+The articles are the index's table of their openings (:mod:`npmcore.index.articles`: written with the index, looked
+up per candidate). Imports that table, and the answer stage's phrases, pooling and questions (what a kind is called).
 """
 
 import re
-from dataclasses import dataclass
 
 import numpy as np
 
 from npmcore.answer.phrases import Phrases
-from npmcore.answer.pooling import Pooled, spelled
+from npmcore.answer.pooling import Pooled
 from npmcore.answer.questions import PERSON, PLACE
-from npmcore.snapshots import read_blocks
+from npmcore.index.articles import Article, Articles
+from npmcore.vocab import spelled
 
 JUDGED = 10  # the best answers whose kind is looked up
 WEIGHTS = (3.0, 0.1)  # an answer's score times these, of the kind asked and of another kind (chosen on dev)
 PREDICATE_WORDS = 12  # of an article's first sentence, after its verb: what it says its subject is
-OPENING_CHARS = 400  # of an article's first block, its brackets aside: its opening sentences say what it is
 PLACE_NOUNS = frozenset(
     "city town village capital country nation state republic kingdom province county district region municipality "
     "territory island archipelago peninsula continent river lake sea ocean mountain valley desert place".split()
 )
-LIFE_YEARS = re.compile(r"\([^)]*\b\d{3,4}\b[^)]*\)")  # "(6 August 1881 – 11 March 1955)", "(born 1961)"
-PRONOUNS = re.compile(r"\b(?:he|she|his|her|him)\b", re.IGNORECASE)
 MEANINGS = re.compile(r"\b(?:may|might|can|could) (?:also )?(?:refer to|mean|be)\b", re.IGNORECASE)  # lists of meanings
 
 
-@dataclass(frozen=True)
-class Article:
-    title: str
-    opening: str  # the first OPENING_CHARS characters of its text, what it puts in brackets aside
-    life: bool  # its opening gives a life's years in brackets and speaks of him or her: a person's
-
-
-class Articles:
-    """The openings of a corpus's articles (each article's first block), by the :func:`spelled` text of its title
-    without a parenthesised qualifier ("Mercury (planet)" under "mercury")."""
-
-    def __init__(self, corpus: str):
-        self.by_name: dict[str, list[Article]] = {}
-        previous = None
-        for table in read_blocks(corpus, ["title", "text"]):
-            for title, text in zip(table.column("title").to_pylist(), table.column("text").to_pylist(), strict=True):
-                if title != previous and title:  # an article's blocks are consecutive: its first one
-                    name = spelled(re.sub(r"\s*\([^)]*\)\s*$", "", title))
-                    raw = text[: 4 * OPENING_CHARS]
-                    opening = re.sub(r"\s*\([^()]*\)", "", raw)[:OPENING_CHARS]
-                    life = bool(LIFE_YEARS.search(raw[:OPENING_CHARS])) and bool(PRONOUNS.search(raw))
-                    self.by_name.setdefault(name, []).append(Article(title, opening, life))
-                previous = title
-
-    def of(self, candidate: str, noun: str | None = None) -> list[Article]:
-        """The articles of a candidate: titled as it is spelled (qualified or not), or as it and ``noun``
-        ("Portuguese language"); lists of meanings left out."""
-        found = [*self.by_name.get(spelled(candidate), ()), *self.by_name.get(spelled(f"{candidate} {noun}"), ())]
-        return [a for a in found if not MEANINGS.search(a.opening[:200])]
+def articles_of(articles: Articles, candidate: str, noun: str | None = None) -> list[Article]:
+    """The articles of a candidate: titled as it is spelled (qualified or not), or as it and ``noun``
+    ("Portuguese language"); lists of meanings left out."""
+    names = (spelled(candidate),) if noun is None else (spelled(candidate), spelled(f"{candidate} {noun}"))
+    return [a for a in articles.named(*names) if not MEANINGS.search(a.opening[:200])]
 
 
 def noun_forms(noun: str) -> frozenset[str]:
@@ -105,7 +77,7 @@ def predicate(opening: str) -> str:
 
 def kind_of(articles: Articles, candidate: str, kind: str) -> int:
     """+1: ``candidate`` is of ``kind`` by its article; -1: it has articles, none saying so; 0: it has none."""
-    found = articles.of(candidate, None if kind in (PERSON, PLACE) else kind)
+    found = articles_of(articles, candidate, None if kind in (PERSON, PLACE) else kind)
     if not found:
         return 0
     return 1 if any(says(a, kind) for a in found) else -1

@@ -53,11 +53,6 @@ class Pooled:
     kinds: np.ndarray
 
 
-def spelled(text: str) -> str:
-    """What a phrase spells, its case and punctuation aside ("U.S." and "US", "São Paulo" and "são paulo")."""
-    return "".join(re.findall(r"\w+", text.lower()))
-
-
 def names_more(before: str, added: str, held: str) -> bool:
     """Whether the words ``added`` before a name ``held``, as the passage writes them after ``before``, are more of
     the same name: the name capitalised or a number; the words added capitalised (a short lowercase particle inside
@@ -86,7 +81,7 @@ def holders(token_ids: np.ndarray, spans_of: list[np.ndarray], keys: list[str], 
     Args:
         token_ids: (m, l) the phrases' token ids, -1 padded.
         spans_of: each phrase's positions, (n_i, 2) first and last global token ids.
-        keys: each phrase's :func:`spelled` text: equal keys spell one thing.
+        keys: each phrase's :func:`~npmcore.vocab.spelled` text: equal keys spell one thing.
         more: whether, at one of the positions they share, a holder's added words name more of the held phrase.
     """
     m = len(token_ids)
@@ -129,7 +124,7 @@ def pool(phrases: Phrases, keys: list[str], more: NamesMore, top: int = POOLED_F
     after them are each their own pool.
 
     Args:
-        keys: the :func:`spelled` text of each of the first ``min(top, m)`` phrases.
+        keys: the :func:`~npmcore.vocab.spelled` text of each of the first ``min(top, m)`` phrases.
         more: whether a holder's added words name more of the held phrase (:func:`names_more` of their texts).
     """
     m = len(phrases.scores)

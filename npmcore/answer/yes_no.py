@@ -20,9 +20,9 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-from npmcore.answer.pooling import spelled
 from npmcore.answer.questions import BE, DO, Token, inflected, known_verb_lemmas, stated_kind, tag, verb_base_form
 from npmcore.mask import MASK
+from npmcore.vocab import spelled
 
 ARTICLES = frozenset({"the", "a", "an"})
 

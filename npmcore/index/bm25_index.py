@@ -1,7 +1,8 @@
 """Index snapshots that hold BM25 alone, of a corpus (:func:`build_bm25_index`): the blocks' Lucene index and their
-token arrays (``tokens.npy``, ``offsets.npy``, ``token_df.npy``, laid out as an index with vectors holds them:
-:mod:`npmcore.index.indexer`), factory ``BM25`` and ``vectors`` false in the manifest; no ``index.faiss``, no
-datastore. The BM25-restricted open-set mode encodes its top passages per query and needs nothing else, so
+token arrays (``tokens.npy``, ``offsets.npy``, ``token_df.npy``) and the table of its articles' openings
+(``articles.sqlite``), laid out as an index with vectors holds them (:mod:`npmcore.index.indexer`), factory ``BM25``
+and ``vectors`` false in the manifest; no ``index.faiss``, no datastore. The BM25-restricted open-set mode encodes
+its top passages per query and needs nothing else, so
 evaluating against a large corpus costs a Lucene index, not an embedding of every token. kNN search refuses it.
 
 The id is a digest of the corpus id and the encoder its queries use (:func:`bm25_index_id`): the same corpus and
@@ -9,8 +10,8 @@ encoder give the same snapshot. The Lucene index is written as an index with vec
 (:func:`~npmcore.index.bm25_passages.write_bm25`), and the snapshot by the same steps (:mod:`npmcore.index.staging`),
 at once: there is nothing to resume.
 
-Imports the shared modules, :mod:`npmcore.index.bm25_passages`, :mod:`npmcore.index.indexer` and
-:mod:`npmcore.index.staging`."""
+Imports the shared modules, :mod:`npmcore.index.articles`, :mod:`npmcore.index.bm25_passages`,
+:mod:`npmcore.index.indexer` and :mod:`npmcore.index.staging`."""
 
 import logging
 import tempfile
@@ -19,6 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
+from npmcore.index.articles import ARTICLES, write_articles
 from npmcore.index.bm25_passages import write_bm25
 from npmcore.index.indexer import store_root
 from npmcore.index.staging import publish, upload
@@ -96,6 +98,7 @@ def build_bm25_index(corpus: str, encoder: str | None = None, previous: str | No
             np.save(workdir / f"{key}.npy", array)
         count = write_bm25(corpus, workdir / "bm25", previous)
         log.info("BM25 index of %d blocks (no vectors) in %.0f s", count, time.perf_counter() - started)
+        write_articles(corpus, workdir / ARTICLES)
         files = upload(writer.staging, workdir, sorted(p for p in workdir.rglob("*") if p.is_file()))
         return publish(
             writer,

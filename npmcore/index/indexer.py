@@ -12,6 +12,8 @@ Layout ({store}/index/{id}/), all of it needed at query time and nothing more::
     token_df.npy    (V,) int64: how many blocks hold each token id (IDF of evidence scoring)
     bm25/…          Lucene index of the blocks (doc id = global block number), for the
                     BM25-restricted open-set mode
+    articles.sqlite the openings of the corpus's articles by title: what each candidate is
+                    (:mod:`npmcore.index.articles`)
 
 An index may also hold **BM25 alone**, of a corpus (:mod:`npmcore.index.bm25_index`: no
 ``index.faiss``, no datastore).
@@ -21,16 +23,17 @@ evidence) are read from the corpus snapshot, and kNN search re-scores its shortl
 datastore's exact vectors (``rerank``). The id is a digest of the datastore id and the index
 config: the same datastore and config give the same snapshot.
 
-A build is three steps, each finished once in the snapshot's staging folder (``.partial-{id}``,
+A build is four steps, each finished once in the snapshot's staging folder (``.partial-{id}``,
 kept when a build dies, so a rerun resumes after the last finished step; :mod:`npmcore.index.staging`):
 
 1. :func:`build_faiss_files`: train on a bounded sample read row by row from the datastore,
    encode every shard on the Dask workers (exhaustive PQ: codes; IVF: a shard index), then
    gather them in shard order (IVF: merged, in memory or into one memory-mapped file);
 2. :func:`build_bm25_files`: the Lucene index of the blocks;
-3. :func:`commit_index`: the manifest, with every file's checksum.
+3. :func:`build_articles_files`: the table of the articles' openings;
+4. :func:`commit_index`: the manifest, with every file's checksum.
 
-:func:`build_index` runs the three; the ``index_corpus`` flow runs each as a task.
+:func:`build_index` runs the four; the ``index_corpus`` flow runs each as a task.
 """
 
 import functools
@@ -48,6 +51,7 @@ import numpy as np
 from distributed import Client
 
 from npmcore.cluster import map_bounded
+from npmcore.index.articles import ARTICLES, write_articles
 from npmcore.index.bm25_passages import write_bm25
 from npmcore.index.datastore import reusable_blocks
 from npmcore.index.faiss_index import (
@@ -420,16 +424,34 @@ def build_bm25_files(plan: IndexPlan) -> dict[str, FileEntry]:
     return finish(plan.staging, "bm25", entries)
 
 
-# --- 3. commit ----------------------------------------------------------------------------
+# --- 3. articles --------------------------------------------------------------------------
+
+
+def build_articles_files(plan: IndexPlan) -> dict[str, FileEntry]:
+    """Step 3: the table of the corpus's article openings (:mod:`npmcore.index.articles`), written into the staging
+    folder (skipped when a previous try finished it); returns its file's relative path and checksum."""
+    done = finished(plan.staging, "articles")
+    if done is not None:
+        log.info("index %s: table of articles already written; skipped", plan.id)
+        return done
+    with tempfile.TemporaryDirectory(prefix="npm-articles-") as tmp:
+        workdir, started = Path(tmp), time.perf_counter()
+        count = write_articles(open_datastore(plan.datastore).corpus, workdir / ARTICLES)
+        log.info("table of %d articles' openings in %.0f s", count, _since(started))
+        entries = upload(plan.staging, workdir, [workdir / ARTICLES])
+    return finish(plan.staging, "articles", entries)
+
+
+# --- 4. commit ----------------------------------------------------------------------------
 
 
 def commit_index(plan: IndexPlan, files: dict[str, FileEntry]) -> str:
-    """Step 3: the manifest of the files the steps wrote; publishes the snapshot, returns its URL."""
+    """Step 4: the manifest of the files the steps wrote; publishes the snapshot, returns its URL."""
     datastore = open_datastore(plan.datastore)
     ds = datastore.manifest
     choice = plan.choice
     with SnapshotWriter(plan.store, INDEX, plan.id, resumable=True) as writer:
-        clear_finished(plan.staging, ("faiss", "bm25"))
+        clear_finished(plan.staging, ("faiss", "bm25", "articles"))
         return publish(
             writer,
             files,
@@ -473,7 +495,7 @@ def build_index(
         log.info("index %s already exists; nothing to do", url)
         return url
     files = build_faiss_files(plan, client, on_tokens)
-    return commit_index(plan, {**files, **build_bm25_files(plan)})
+    return commit_index(plan, {**files, **build_bm25_files(plan), **build_articles_files(plan)})
 
 
 # --- helpers ------------------------------------------------------------------------------

@@ -99,6 +99,9 @@ class Served:
             raise ValueError(
                 f"index {self.url}: {len(self.npm.corpus.offsets) - 1} blocks, manifest {counts['blocks']}"
             )
+        # its table of articles opened now, not by the first query that asks for a kind (an index from before it held
+        # one gets one written into the cache here, before it serves)
+        log.info("index %s: articles' openings read from %s", self.url, self.npm.articles.path)
         # also warms the encoder, BM25 and the datastore reads
         answered = self.npm.predict(CANARIES, InferenceConfig(restrict=self.answers()["restricted"]))
         if not any(answered):
