@@ -225,6 +225,8 @@ def test_a_question_asking_why_or_how_is_not_asked_and_says_what_npm_answers(que
         ("hubble launch year", "Hubble launch was in [MASK].", "time", None),
         ("koala animal type", "The koala is a [MASK].", None, None),
         ("red planet", "The red planet is [MASK].", None, None),
+        ("mozart birth date", "Mozart was born in [MASK].", "time", None),  # a birth's time, not its place
+        ("einstein born", "Einstein was born in [MASK].", None, None),
     ],
 )
 def test_keywords_are_asked_as_the_statements_they_stand_for(keywords, first, expects, kind):

@@ -2,13 +2,15 @@
 "mona lisa painter" -> "Mona lisa was painted by [MASK].", "einstein birthplace" -> "Einstein was born in [MASK].".
 
 A keyword query names a relation and what it is of, with no verb: the relation is a noun at its end ("penicillin
-discoverer", "rhenium atomic number": the last noun with the adjectives before it), at its start ("currency japan")
-or before "of" or "in" ("capital of australia", "gas in glowing signs"). Each reading gives statements:
+discoverer", "rhenium atomic number": the last noun with the adjectives before it, and "birth" or "death" before
+it: "mozart birth date"), at its start ("currency japan") or before "of" or "in" ("capital of australia", "gas in
+glowing signs"); a subject and "born" or "died" ("einstein born") asks where or when. Each reading gives statements:
 
 * "The {relation} of {subject} is [MASK]." (with the query's own "of"/"in" where it has one);
 * an agent noun whose verb is known to lemminflect ("painter", "discoverer", "founder", "inventor", "composer"):
   "{subject} was {done} by [MASK]." (a person is asked for);
-* a birth or a death ("birthplace", "place of birth"): "{subject} was born in [MASK]." (a place);
+* a birth or a death ("birthplace", "place of birth"): "{subject} was born in [MASK]." (a place; a time for "birth
+  date", "year of death");
 * a relation of time ("year", "date"): "{subject} was in [MASK]." (a time);
 * a place ("petra country", "forbidden city location"): "{subject} is in [MASK]."; who made it ("author", "artist"):
   "{subject} is by [MASK]." ("X is a novel by Y").
@@ -46,6 +48,8 @@ DEATH = re.compile(r"(?i)\bdeath ?place\b|\bplace of death\b|\bdied\b|\bdeath\b"
 NO_SUBJECT_END = frozenset({"IN", "TO", "DT", "CC"})  # tags (their first two letters) no subject ends with
 CLASSES = frozenset({"type", "kind", "class", "group", "category", "family", "sort"})  # a class of what a thing is
 NUMBER_NOUNS = frozenset({"number", "population", "height", "length", "age", "count", "weight", "speed", "area"})
+MODIFIERS = frozenset({"birth", "death"})  # nouns that name a relation with the noun after them ("birth date")
+LIVED = re.compile(r"(?i)^(.+?)\s+(born|died)$")  # "einstein born": where or when
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,10 @@ def read_keywords(text: str) -> tuple[Reading, ...]:
     if not tokens:
         return ()
     made = [s for relation, subject in _readings(words, tokens) for s in _stated(relation, subject)]
+    if (lived := LIVED.match(words)) is not None:  # "mozart born", "einstein died"
+        made.insert(
+            0, Reading(f"{lived.group(1)} {'was born' if lived.group(2).lower() == 'born' else 'died'} in {MASK}.")
+        )
     made += [Reading(other, s.expects, s.kind) for s in made for other in other_ways((_capital(s.statement),))]
     first = made[0] if made else Reading("")
     made.append(Reading(f"The {words} is {MASK}.", first.expects, first.kind))  # "red planet": the thing named
@@ -93,8 +101,8 @@ def _readings(words: str, tokens: list[Token]) -> list[tuple[str, str]]:
     out = []
     if len(tokens) > 1 and is_common_noun(tokens[-1].text):
         first = len(tokens) - 1
-        while first > 1 and is_adjective(tokens[first - 1].text):
-            first -= 1  # "greenland [official] language", "water [chemical] formula"
+        while first > 1 and (is_adjective(tokens[first - 1].text) or tokens[first - 1].lower in MODIFIERS):
+            first -= 1  # "greenland [official] language", "water [chemical] formula", "mozart [birth] date"
         if first > 1 and noun_lemma(tokens[-1].text) in CLASSES and is_common_noun(tokens[first - 1].text):
             first -= 1  # "koala [animal] type": a class of what it is
         last = tokens[first - 1]  # "red planet": no subject, the planet is named; "hubble launch year": a subject
@@ -121,10 +129,11 @@ def _stated(relation: str, subject: str) -> list[Reading]:
     noun = relation.rsplit(" ", 1)[0]  # "capital of" -> capital; "atomic number of" -> atomic number
     head = noun_lemma(noun.split()[-1])
     plain = f"The {relation} {subject} is {MASK}."
-    if BIRTH.search(noun):
-        return [Reading(f"{subject} was born in {MASK}.", "place", PLACE), Reading(plain, "place", PLACE)]
-    if DEATH.search(noun):
-        return [Reading(f"{subject} died in {MASK}.", "place", PLACE), Reading(plain, "place", PLACE)]
+    for verb, pattern in (("was born", BIRTH), ("died", DEATH)):
+        if pattern.search(noun):
+            if head in TIME_NOUNS:  # "birth date", "year of death"
+                return [Reading(f"{subject} {verb} in {MASK}.", "time"), Reading(plain, "time")]
+            return [Reading(f"{subject} {verb} in {MASK}.", "place", PLACE), Reading(plain, "place", PLACE)]
     if head in TIME_NOUNS:
         return [Reading(f"{subject} was in {MASK}.", "time"), Reading(plain, "time")]
     if head in NUMBER_NOUNS:
