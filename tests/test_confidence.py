@@ -287,3 +287,19 @@ def test_a_question_gets_the_answers_of_its_most_confident_query_of_the_kind_it_
     (reply,) = replies(npm, [asked], config)
     best = max(mine, key=lambda m: m[2][0].confidence if m[2] else -1.0)
     assert (reply.query, [a.text for a in reply.answers]) == (best[0], [a.text for a in best[2]])
+
+
+def test_a_phrase_across_a_line_break_is_no_answer_and_the_next_takes_its_place(npm, monkeypatch):
+    """A phrase that ends one paragraph and starts the next ("… the mid-19th century.\\n\\nEarly") is passed over; the
+    answers are the next phrases, with the confidence each has at its own rank."""
+    config = InferenceConfig(answers=3)
+    (phrases,) = list(npm.phrases(QUERIES[:1], config))
+    ranked = npm.pooled(phrases)
+    plain = npm.answers_from(QUERIES[0], ranked, replace(config, answers=4))
+    surface = type(npm.evidence).surface
+    broken = plain[0].evidence[0]
+    monkeypatch.setattr(
+        npm.evidence, "surface", lambda e: "century.\nEarly" if e == broken else surface(npm.evidence, e)
+    )
+    answers = npm.answers_from(QUERIES[0], ranked, config)
+    assert [(a.text, a.rank, a.confidence) for a in answers] == [(a.text, a.rank, a.confidence) for a in plain[1:]]

@@ -83,7 +83,7 @@ Mode = Literal["npm", "npm-single"]  # two query vectors ([MASKs][MASKe]) or one
 # ranked by what their passages say around them as well (npmcore.answer.ranking)
 Scoring = Literal["npm", "evidence"]
 SCORINGS: tuple[Scoring, ...] = ("evidence", "npm")
-KEPT_FROM = 50  # the phrases an answer of the kind a question asks for is looked for among (NPM.answers_from)
+KEPT_FROM = 50  # the phrases a query's answers are looked for among: of its kind, none across a line break
 
 
 class QueryError(ValueError):
@@ -410,14 +410,15 @@ class NPM:
         the forms of one name one answer shown in one form, the others listed in ``Answer.forms``) as answers, each
         with its best ``config.evidence`` positions as evidence, its text as the best passage writes it and (evidence
         scoring, with the encoder's calibrator) its confidence; with ``keep``, only answers whose text it keeps
-        (among the first :data:`KEPT_FROM` phrases)."""
+        (among the first :data:`KEPT_FROM` phrases, as those that run across a line break are passed over: a phrase
+        that ends one paragraph and starts the next is no answer)."""
         pooled = self.pooled(phrases) if isinstance(phrases, Phrases) and phrases.parts is not None else phrases
         if isinstance(pooled, Pooled):
             phrases, kinds = pooled.phrases, pooled.kinds
         else:
             kinds = None
         answers = []
-        ranks = min(len(phrases.scores), config.answers if keep is None else KEPT_FROM)
+        ranks = min(len(phrases.scores), KEPT_FROM)
         for rank in range(ranks):
             if len(answers) == config.answers:
                 break
@@ -429,7 +430,7 @@ class NPM:
             )
             text = self.evidence.surface(evidence[0])
             forms = self._forms(pooled.source, pooled.members[rank][1:], text) if isinstance(pooled, Pooled) else ()
-            if keep is None or keep(text):
+            if "\n" not in text and (keep is None or keep(text)):
                 answers.append(Answer(text, ids, float(phrases.scores[rank]), evidence, parts, None, rank, forms))
         if answers and phrases.parts is not None and self.calibrator is not None:
             # each phrase's features are its own: only the answers kept are rated
