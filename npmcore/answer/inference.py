@@ -434,7 +434,7 @@ class NPM:
                 answers.append(Answer(text, ids, float(phrases.scores[rank]), evidence, parts, None, rank, forms))
         if answers and phrases.parts is not None and self.calibrator is not None:
             # each phrase's features are its own: only the answers kept are rated
-            rows = confidence_features(phrases, query, ranks, kinds)[[a.rank for a in answers]]
+            rows = confidence_features(phrases, query, answers[-1].rank + 1, kinds)[[a.rank for a in answers]]
             sure = self.calibrator.confidence(rows)
             answers = [replace(a, confidence=float(c)) for a, c in zip(answers, sure, strict=True)]
         return answers
