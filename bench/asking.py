@@ -46,8 +46,8 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from npmcore.answer.asking import FORMS  # noqa: E402
 from npmcore.answer.inference import NPM, InferenceConfig  # noqa: E402
+from npmcore.ask.asking import FORMS  # noqa: E402
 from npmcore.evaluation.run import Record, run_task  # noqa: E402
 from npmcore.evaluation.selective import calibration_report  # noqa: E402
 from npmcore.evaluation.tasks import load_task  # noqa: E402

@@ -52,10 +52,10 @@ from flows.evaluate import EvalParams, runs_of, task_indexes  # noqa: E402
 from flows.params import ClusterParams  # noqa: E402
 from flows.prefect_api import prefect_api  # noqa: E402
 from npmcore.answer.answering import answers_by_query  # noqa: E402
-from npmcore.answer.asking import ask  # noqa: E402
 from npmcore.answer.confidence import CONFIDENCE_FILE, confidence_features, fit_calibrator, shown  # noqa: E402
 from npmcore.answer.inference import NPM, InferenceConfig  # noqa: E402
 from npmcore.answer.ranking import Ranker  # noqa: E402
+from npmcore.ask.asking import ask  # noqa: E402
 from npmcore.cluster import dask_cluster  # noqa: E402
 from npmcore.encoder import default_encoder_path, local_model_dir  # noqa: E402
 from npmcore.evaluation.metrics import exact_match  # noqa: E402

@@ -76,6 +76,7 @@ def main() -> None:
     import torch
 
     from npmcore.answer.inference import NPM, InferenceConfig
+    from npmcore.answer.tokens import classify
     from npmcore.cluster import dask_client
     from npmcore.corpus.ingest import ingest
     from npmcore.encoder import load_encoder, torch_forward
@@ -149,7 +150,7 @@ def main() -> None:
         batches = [queries[i : i + 16] for i in range(0, len(queries), 16)]
         start = time.perf_counter()
         for batch in batches:
-            npm.classify(batch, labels, config=InferenceConfig(k=args.k, tau=5.0))
+            classify(npm, batch, labels, config=InferenceConfig(k=args.k, tau=5.0))
         qps_closed = len(queries) / (time.perf_counter() - start)
         npm.predict(queries[:2], InferenceConfig(restrict=True))  # start the JVM
         start = time.perf_counter()
@@ -162,7 +163,7 @@ def main() -> None:
             npm.predict([query], InferenceConfig(restrict=True))
             latency["open"].append(1000 * (time.perf_counter() - start))
             start = time.perf_counter()
-            npm.classify([query], labels, config=InferenceConfig(k=args.k, tau=5.0))
+            classify(npm, [query], labels, config=InferenceConfig(k=args.k, tau=5.0))
             latency["closed"].append(1000 * (time.perf_counter() - start))
         start = time.perf_counter()
         cli = str(Path(sys.executable).parent / "npmcore")

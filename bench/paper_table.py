@@ -23,7 +23,7 @@ Wikipedia of December 2021 (``shared/data/simplewiki``, or ``--simplewiki DIR``)
 5. the **statements** row: KAMEL, NQ and TriviaQA against the combined datastore asked as the query service asks a
    question (``npmcore eval --ask statements``: KAMEL's relations stated, NQ's and TriviaQA's questions as the
    statements they stand for, each with the paper's question beside it, the answers of the most confident and of the
-   kind the question asks for; :mod:`npmcore.answer.asking`), query words excluded and :data:`STATEMENTS_PASSAGES`
+   kind the question asks for; :mod:`npmcore.ask.asking`), query words excluded and :data:`STATEMENTS_PASSAGES`
    passages, both chosen on their dev facts (300 a task; statements and paper form, answers of the kind asked, with
    the calibrator fitted before): NQ 0.053, 0.063, 0.063 with 3, 5 and 10 passages; TriviaQA 0.143, 0.153, 0.143;
    KAMEL 0.017, 0.020 with 3 and 5 (0.017 with 20, and 0.007 with 20 and query words allowed). One nested MLflow run

@@ -152,17 +152,18 @@ def exact_top_k(datastore: str, queries: np.ndarray, k: int) -> np.ndarray:
 def latencies(npm, queries: list[str], k: int) -> dict[str, float]:
     """Warm latency of one query at a time: open-set (BM25-restricted) and closed-set (kNN, two labels)."""
     from npmcore.answer.inference import InferenceConfig
+    from npmcore.answer.tokens import classify
 
     labels = [np.array(npm.tokenizer.convert_tokens_to_ids(w)) for w in (["great", "good"], ["terrible", "bad"])]
     npm.predict(queries[:2], InferenceConfig(restrict=True))  # starts the JVM
-    npm.classify(queries[:2], labels, config=InferenceConfig(k=k, tau=5.0))
+    classify(npm, queries[:2], labels, config=InferenceConfig(k=k, tau=5.0))
     ms = {"open": [], "closed": []}
     for query in queries:
         start = time.perf_counter()
         npm.predict([query], InferenceConfig(restrict=True))
         ms["open"].append(1000 * (time.perf_counter() - start))
         start = time.perf_counter()
-        npm.classify([query], labels, config=InferenceConfig(k=k, tau=5.0))
+        classify(npm, [query], labels, config=InferenceConfig(k=k, tau=5.0))
         ms["closed"].append(1000 * (time.perf_counter() - start))
     return {f"p{p}_{kind}_ms": round(float(np.percentile(v, p)), 1) for kind, v in ms.items() for p in (50, 95)}
 

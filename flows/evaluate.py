@@ -14,11 +14,11 @@ from flows.index import IndexParams, index_corpus
 from flows.ingest import ingest_corpus
 from flows.params import ClusterParams, IngestParams, PrecisionSetting, StoreURL, cloze_facts, default_store
 from flows.results import EvalRow
-from npmcore.answer.asking import Form
 from npmcore.answer.confidence import CONFIDENCE_FILE
 from npmcore.answer.inference import InferenceConfig, Scoring
 from npmcore.answer.knnlm import MASKED_SYSTEMS, MaskedSystem
 from npmcore.answer.ranking import ranker_of
+from npmcore.ask.asking import Form
 from npmcore.cluster import dask_cluster
 from npmcore.encoder import default_encoder_path, local_model_dir
 from npmcore.evaluation.baselines import BASELINES

@@ -6,10 +6,10 @@ from dataclasses import dataclass, fields, replace
 import mlflow
 from prefect import task
 
-from npmcore.answer.asking import Form
 from npmcore.answer.inference import NPM, InferenceConfig
 from npmcore.answer.knnlm import KNN_BACKOFF, MaskedLMHead, MaskedSystem, searchers
 from npmcore.answer.ranking import Ranker
+from npmcore.ask.asking import Form
 from npmcore.evaluation.masked import MaskedRow, MaskedStudy, best, run_masked, sweep_plots
 from npmcore.evaluation.run import Result, System, accuracy_by_length, answer_lengths, run_task
 from npmcore.evaluation.selective import reliability, risk_coverage

@@ -100,8 +100,8 @@ def test_predict_ranks_by_evidence_or_by_npm_and_explains_its_scores(client, sto
 
 def test_a_question_is_asked_as_its_statements_and_the_answer_says_how(client):
     from npmcore.answer.answering import replies
-    from npmcore.answer.asking import ask
     from npmcore.answer.inference import NPM, InferenceConfig
+    from npmcore.ask.asking import ask
 
     question = "Where did Australian firefighters battle bushfires?"
     (result,) = client.post("/v1/predict", json={"queries": [question], "answers": 3}).json()["results"]

@@ -1,14 +1,14 @@
-"""How typed queries are asked (npmcore.answer.asking, statements, keywords, yes_no): a sentence with one [MASK] as it
+"""How typed queries are asked (npmcore.ask.asking, statements, keywords, yes_no): a sentence with one [MASK] as it
 is; a question as the statements it stands for, shape by shape; one the rules cannot read, or asked in the paper's
 form, as the paper asks NQ; a yes/no question with what it asserts masked; a why or how not at all; keywords as the
 statements they stand for; a sentence without a mask refused with what a query is."""
 
 import pytest
 
-from npmcore.answer.asking import EXPLANATION, ask, question_query, reads_as_question
-from npmcore.answer.questions import PERSON, PLACE, fits, stated_kind
-from npmcore.answer.statements import state
-from npmcore.answer.yes_no import YesNo, agrees, verdict
+from npmcore.answer.verdict import YesNo, agrees, verdict
+from npmcore.ask.asking import EXPLANATION, ask, question_query, reads_as_question
+from npmcore.ask.questions import PERSON, PLACE, fits, stated_kind
+from npmcore.ask.statements import state
 from npmcore.evaluation.tasks import load_task
 
 SHAPES = [  # (question, the statements it must give, the likeliest first)

@@ -7,6 +7,7 @@ import pytest
 from reference import QUERIES
 
 from npmcore.answer.inference import NPM, InferenceConfig
+from npmcore.answer.tokens import classify, predict_tokens
 from npmcore.index.bm25_index import build_bm25_index
 from npmcore.snapshots import open_index
 from npmcore.storage import SnapshotError
@@ -75,8 +76,8 @@ def test_knn_search_is_refused_with_what_to_build(bm25_index):
     with pytest.raises(ValueError, match="holds BM25 alone.*npmcore index without --bm25-only"):
         npm.predict(QUERIES[:1], InferenceConfig(restrict=False))
     with pytest.raises(ValueError, match="holds BM25 alone"):
-        npm.classify(["It was [MASK]."], [np.array([2204])])
-    assert npm.predict_tokens(QUERIES[:1])[0]  # NPM single restricted to BM25 passages needs no vectors either
+        classify(npm, ["It was [MASK]."], [np.array([2204])])
+    assert predict_tokens(npm, QUERIES[:1])[0]  # NPM single restricted to BM25 passages needs no vectors either
 
 
 def test_another_tokenizer_than_the_corpus_is_refused(news_store, roberta_dir):

@@ -271,9 +271,9 @@ def test_a_question_gets_the_answers_of_its_most_confident_query_of_the_kind_it_
     """replies: each of a question's queries answered with only answers of the kind it asks for (the same as its
     unfiltered phrases kept by ``fits``, in rank order), and the answers given those of the query whose first answer
     is the most confident."""
-    from npmcore.answer.asking import ask
     from npmcore.answer.inference import KEPT_FROM
-    from npmcore.answer.questions import fits
+    from npmcore.ask.asking import ask
+    from npmcore.ask.questions import fits
 
     asked = ask("Where did Australian firefighters battle bushfires?")
     assert asked.expects == "place" and len(asked.queries) == 2

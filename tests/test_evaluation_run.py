@@ -11,7 +11,8 @@ from reference import QUERIES
 from typer.testing import CliRunner
 
 from flows.cli import app
-from npmcore.answer.inference import NPM, InferenceConfig, label_token_ids
+from npmcore.answer.inference import NPM, InferenceConfig
+from npmcore.answer.tokens import classify, label_token_ids
 from npmcore.evaluation.metrics import repeats_query
 from npmcore.evaluation.run import run_task
 from npmcore.evaluation.selective import calibration_report
@@ -32,7 +33,7 @@ def test_a_cloze_files_questions_are_asked_as_the_query_service_asks_them(flat, 
     sentence without a mask, or a why (the service answers it with a note), is skipped, and the JSON says so; a file
     mostly skipped is an error, not a score."""
     from npmcore.answer.answering import replies
-    from npmcore.answer.asking import ask, question_query
+    from npmcore.ask.asking import ask, question_query
 
     question = "Where did Australian firefighters battle bushfires?"
     (reply,) = replies(flat, [ask(question)], InferenceConfig())
@@ -157,8 +158,8 @@ def test_closed_set_evaluation_counts_correct_labels(flat):
     )
     config = InferenceConfig(k=300, tau=5.0)
     result = run_task(task, flat, "npm", config)
-    scores = flat.classify(
-        list(QUERIES), [label_token_ids(flat.tokenizer, list(w))[0] for w in task.label_words], config=config
+    scores = classify(
+        flat, list(QUERIES), [label_token_ids(flat.tokenizer, list(w))[0] for w in task.label_words], config=config
     )
     # no label word retrieved (every score -inf): an abstention, counted as wrong
     expected = [
@@ -176,9 +177,9 @@ def test_closed_set_calibration_subtracts_the_domain_premise_scores(flat):
     task = Task("toy", "closed", examples, ("politics", "crime"), words, {}, None, domain=domain)
     config = InferenceConfig(k=flat.retrieval.index.ntotal, tau=5.0)  # every token: each label word is retrieved
     ids = [label_token_ids(flat.tokenizer, list(w))[0] for w in words]
-    prior = flat.classify([domain], ids, config=config)[0]
+    prior = classify(flat, [domain], ids, config=config)[0]
     assert np.isfinite(prior).all()  # the premise retrieves a word of each label
-    raw = flat.classify(list(QUERIES), ids, config=config)
+    raw = classify(flat, list(QUERIES), ids, config=config)
     calibrated = run_task(task, flat, "npm", config)
     uncalibrated = run_task(task, flat, "npm", config, calibrate=False)
     for scores, result in ((raw - prior, calibrated), (raw, uncalibrated)):

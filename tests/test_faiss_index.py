@@ -22,8 +22,9 @@ from npmcore.index.faiss_index import (
     stored_codes,
     train_index,
 )
+from npmcore.index.faiss_shards import trained_bytes
 from npmcore.index.index_choice import BYTES_PER_TOKEN, IVF_FROM_TOKENS, choose_index, default_train_size, index_rates
-from npmcore.index.indexer import IndexConfig, _trained_bytes, build_index, plan_index, training_sample
+from npmcore.index.indexer import IndexConfig, build_index, plan_index, training_sample
 from npmcore.snapshots import DatastoreRows, iter_shards, open_index
 from npmcore.storage import SnapshotError, sha256_bytes
 
@@ -63,9 +64,9 @@ def test_workers_read_the_trained_index_by_url_and_refuse_another(tmp_path):
     path = tmp_path / "trained.faiss"
     path.write_bytes(faiss.serialize_index(faiss.index_factory(8, "IVF4,PQ2np")).tobytes())
     data = path.read_bytes()
-    assert _trained_bytes(str(path), sha256_bytes(data)) == data
+    assert trained_bytes(str(path), sha256_bytes(data)) == data
     with pytest.raises(SnapshotError, match="trained.faiss: the trained index changed"):
-        _trained_bytes(str(path), sha256_bytes(b"another index"))
+        trained_bytes(str(path), sha256_bytes(b"another index"))
 
 
 @pytest.mark.parametrize("tokens", [15_000, 30_000_000])
@@ -234,7 +235,8 @@ def test_an_index_over_copied_vectors_copies_their_codes_instead_of_encoding_the
     config = IndexConfig(factory=factory, train_size=3_000, on_disk=on_disk, bm25=False)
     first = build_index(news_store.datastore, config)
     copied = build_datastore(news_store.corpus, str(tmp_path), reuse=news_store.datastore, precision="f32")
-    monkeypatch.setattr("npmcore.index.indexer.sa_encode", lambda *_: pytest.fail("a copied vector was encoded again"))
+    never = lambda *_: pytest.fail("a copied vector was encoded again")  # noqa: E731
+    monkeypatch.setattr("npmcore.index.faiss_shards.sa_encode", never)
     second = build_index(copied, IndexConfig(bm25=False), trained=first)
     first_index, second_index = (read_index(f"{url}/index.faiss") for url in (first, second))
     everything = np.arange(first_index.ntotal)

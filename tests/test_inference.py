@@ -13,7 +13,8 @@ import torch
 from reference import QUERIES, assert_same_answers, brute_force, corpus_blocks, corpus_texts, is_stopword
 
 from npmcore.answer.evidence import Evidence
-from npmcore.answer.inference import NPM, InferenceConfig, QueryError, label_token_ids
+from npmcore.answer.inference import NPM, InferenceConfig, QueryError
+from npmcore.answer.tokens import classify, label_token_ids, predict_tokens
 from npmcore.corpus.ingest import ingest
 from npmcore.corpus.partitions import IngestConfig
 from npmcore.encoder import load_encoder
@@ -153,7 +154,7 @@ def test_npm_single_sums_the_exact_top_k_by_token(flat, tokenizer):
     q = flat.encode_queries(QUERIES, 1)[:, 0] * flat.scale
     V = np.asarray(flat.retrieval.index.reconstruct_n(0, flat.retrieval.index.ntotal), dtype=np.float64)
     tokens = np.asarray(flat.corpus.tokens)
-    for answers, qv in zip(flat.predict_tokens(QUERIES, config), q, strict=True):
+    for answers, qv in zip(predict_tokens(flat, QUERIES, config), q, strict=True):
         sims = V @ qv
         top = np.argsort(-sims)[:200]
         scores = defaultdict(float)
@@ -257,7 +258,7 @@ def test_verbalizers_keep_single_tokens_only(tokenizer, roberta_tokenizer):
 
 def test_closed_set_scores_sum_the_retrieved_label_words(flat):
     words = [label_token_ids(flat.tokenizer, ["australia"])[0], label_token_ids(flat.tokenizer, ["police"])[0]]
-    scores = flat.classify(QUERIES, words, config=InferenceConfig(k=300, tau=5.0))
+    scores = classify(flat, QUERIES, words, config=InferenceConfig(k=300, tau=5.0))
     q = flat.encode_queries(QUERIES, 2).sum(axis=1) * flat.scale
     V = np.asarray(flat.retrieval.index.reconstruct_n(0, flat.retrieval.index.ntotal))
     for row, qv in zip(scores, q, strict=True):

@@ -9,7 +9,7 @@ from npmcore.answer.inference import NPM, InferenceConfig
 from npmcore.answer.kinds import WEIGHTS, kind_of, predicate, preferred, says
 from npmcore.answer.phrases import Phrases
 from npmcore.answer.pooling import Pooled
-from npmcore.answer.questions import PERSON, PLACE
+from npmcore.ask.questions import PERSON, PLACE
 from npmcore.corpus.ingest import ingest
 from npmcore.index.articles import ARTICLES, Article, Articles, write_articles
 from npmcore.index.bm25_index import build_bm25_index

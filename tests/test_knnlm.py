@@ -12,7 +12,7 @@ from mlflow import MlflowClient
 from typer.testing import CliRunner
 
 from flows.cli import app
-from npmcore.answer.inference import NPM, label_token_ids
+from npmcore.answer.inference import NPM
 from npmcore.answer.knnlm import (
     KNN_BACKOFF,
     MaskedLMHead,
@@ -24,6 +24,7 @@ from npmcore.answer.knnlm import (
     log_mix,
     searchers,
 )
+from npmcore.answer.tokens import label_token_ids
 from npmcore.encoder import EncoderError, base_encoder_path, default_encoder_path, load_masked_lm, mlm_head, save_fp16
 from npmcore.evaluation.masked import run_masked
 from npmcore.evaluation.tasks import DEFAULT_DATA_DIR, WIKITEXT_MASKED, load_task

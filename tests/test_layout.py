@@ -9,7 +9,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGE = ROOT / "npmcore"
-STAGES = ("corpus", "index", "model", "answer", "evaluation", "adapt", "serve")  # each may import those before it
+# each stage may import those before it: what is typed is read (ask) before any corpus
+STAGES = ("ask", "corpus", "index", "model", "answer", "evaluation", "adapt", "serve")
 ABOVE_THE_STAGES = {"npmcore.tracking"}
 
 

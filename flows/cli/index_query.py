@@ -204,9 +204,10 @@ def query_command(
     """Fill the [MASK] of each query, or answer each question, with phrases retrieved from the index, with their
     evidence and where it comes from (source, dump date, article and its address)."""
     from npmcore.answer.answering import Reply, replies, reply_json
-    from npmcore.answer.asking import EXPLANATION, FORMS, ask
     from npmcore.answer.confidence import abstention
     from npmcore.answer.inference import NPM, SCORINGS, InferenceConfig
+    from npmcore.answer.tokens import predict_tokens
+    from npmcore.ask.asking import EXPLANATION, FORMS, ask
     from npmcore.index.indexer import store_root
     from npmcore.tracking import resolve_encoder
 
@@ -230,7 +231,7 @@ def query_command(
     npm = NPM(index_url, encoder=resolve_encoder(model, store_root(index_url)))
     if single:  # one query each: a question's first statement
         firsts = [a.queries[0] if a.queries else a.text for a in asked]
-        found_single = npm.predict_tokens(firsts, config)
+        found_single = predict_tokens(npm, firsts, config)
         answered = [Reply(a, q, f) for a, q, f in zip(asked, firsts, found_single, strict=True)]
     else:
         answered = replies(npm, asked, config)

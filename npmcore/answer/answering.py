@@ -1,8 +1,8 @@
-"""What a person typed, answered (:func:`replies`): each of its queries (:func:`npmcore.answer.asking.ask`: a sentence
+"""What a person typed, answered (:func:`replies`): each of its queries (:func:`npmcore.ask.asking.ask`: a sentence
 with a mask; a question's statements and the paper's question; a keyword query's statements; a yes/no question's
 statements) answered by NPM in one batch, only answers of the kind its query asks for (a place, a time, a number:
-:func:`npmcore.answer.questions.fits`; a person, a river: :mod:`npmcore.answer.kinds`), and the answers of the query
-whose first answer is the most confident chosen; a yes/no question's verdict from them (:mod:`npmcore.answer.yes_no`).
+:func:`npmcore.ask.questions.fits`; a person, a river: :mod:`npmcore.answer.kinds`), and the answers of the query
+whose first answer is the most confident chosen; a yes/no question's verdict from them (:mod:`npmcore.answer.verdict`).
 
 What a reply says, as the query service's results and ``npmcore query --json`` write it: :func:`reply_json`.
 
@@ -14,13 +14,13 @@ import itertools
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass
 
-from npmcore.answer.asking import EXPLANATION, Asked
 from npmcore.answer.confidence import abstention
 from npmcore.answer.inference import NPM, Answer, InferenceConfig
 from npmcore.answer.phrases import Phrases
 from npmcore.answer.pooling import Pooled
-from npmcore.answer.questions import fits
-from npmcore.answer.yes_no import YesNo, verdict
+from npmcore.answer.verdict import YesNo, verdict
+from npmcore.ask.asking import EXPLANATION, Asked
+from npmcore.ask.questions import fits
 
 
 @dataclass(frozen=True)

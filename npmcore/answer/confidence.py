@@ -19,7 +19,7 @@ a proper scoring rule: its probabilities are calibrated on data like its fit's),
 
 Whether it is a question is not among them: on the benchmarks' dev sets a question meant NQ or KAMEL, where few
 answers are right, and a calibrator that knew it rated every question a person asks as one (ECE 0.14-0.30 on
-questions people type); a question is asked as statements anyway (:mod:`npmcore.answer.asking`). An answer is one
+questions people type); a question is asked as statements anyway (:mod:`npmcore.ask.asking`). An answer is one
 name's pooled forms (:mod:`npmcore.answer.pooling`): its score is theirs together.
 
 On the dev sets (5-fold cross-validated) boosting beat a logistic regression of the same features,

@@ -1,4 +1,4 @@
-"""NPM inference over an index snapshot: phrase prediction, NPM single, closed-set labels.
+"""NPM inference over an index snapshot: the index and encoder opened (``NPM``), phrase prediction.
 
 A query holds exactly one ``[MASK]`` (whatever the encoder's own mask token is). For
 NPM it becomes two mask tokens ``[MASKs][MASKe]`` whose output vectors are q_start and
@@ -18,11 +18,8 @@ product ``q·E(c) / sqrt(d)``. What is searched, kNN or the top BM25 passages, i
   With ``restrict`` the search space is instead every token of the top BM25 passages,
   scored exactly (the paper's open-set setting) with their vectors read from the index's
   datastore (encoded again only for another encoder or when the datastore is gone).
-* :meth:`NPM.predict_tokens` (open-set, NPM single): distinct token ids ranked by the
-  summed exp scores of their retrieved occurrences.
-* :meth:`NPM.classify` (closed-set): each label scores the exp similarities of the
-  retrieved tokens that are its verbalizer words; NPM queries with q_start + q_end
-  (the sum of the start and end similarities).
+* NPM single and closed-set labels (one query vector, :meth:`NPM.encode_queries` with one mask) are scored
+  token by token in :mod:`npmcore.answer.tokens`.
 
 Answers carry :class:`~npmcore.answer.evidence.Evidence` (global token ids); ``NPM.evidence``
 (an :class:`~npmcore.answer.evidence.EvidenceReader`) reads the passages behind them. What a person typed is
@@ -47,10 +44,8 @@ from npmcore.answer.phrases import (
     Phrases,
     candidate_spans,
     content_spans,
-    label_scores,
     repeating_spans,
     score_phrases,
-    score_tokens,
 )
 from npmcore.answer.pooling import POOLED_FROM, Pooled, names_more, pool
 from npmcore.answer.ranking import (
@@ -78,7 +73,6 @@ from npmcore.vocab import content_words_of, spelled, vocab_tables
 
 log = logging.getLogger(__name__)
 
-Mode = Literal["npm", "npm-single"]  # two query vectors ([MASKs][MASKe]) or one
 # npm: the paper's (summed exp similarities of each phrase's positions); evidence: NPM's candidates
 # ranked by what their passages say around them as well (npmcore.answer.ranking)
 Scoring = Literal["npm", "evidence"]
@@ -325,65 +319,6 @@ class NPM:
             position_features(self.corpus, spans, context, self.idf, first, last, config.tau, self._kinds),
         )
 
-    def predict_tokens(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> list[list[Answer]]:
-        """NPM single: the top single-token answers of each query."""
-        q = self.encode_queries(queries, 1)[:, 0] * self.scale  # (B, d)
-        if config.restrict:
-            hits = [
-                (ids, vectors @ qv)
-                for qv, (ids, vectors) in zip(q, self.retrieval.restricted(queries, config.passages), strict=True)
-            ]
-        else:
-            sims, found = self.retrieval.search(q, config.k, config.rerank, config.search_params)
-            hits = [(f[f >= 0], s[f >= 0]) for s, f in zip(sims, found, strict=True)]
-        results = []
-        for ids, sims in hits:
-            if config.content_words:
-                tables = self.corpus.tables
-                keep = ~(tables.stop & tables.word_start)[self.corpus.tokens[ids]]  # a word piece is no stopword
-                ids, sims = ids[keep], sims[keep]
-            if len(ids) == 0:
-                results.append([])
-                continue
-            tokens = np.asarray(self.corpus.tokens[ids], dtype=np.int64)
-            vocab, scores = score_tokens(tokens, sims, config.tau)
-            share = np.exp((sims - sims.max()) / config.tau)
-            share /= share.sum()
-            answers = []
-            for token, score in zip(vocab[: config.answers].tolist(), scores[: config.answers].tolist(), strict=True):
-                mine = np.flatnonzero(tokens == token)
-                best = mine[np.argsort(-share[mine], kind="stable")[: config.evidence]]
-                evidence = tuple(
-                    Evidence(int(self.corpus.block_of(ids[i : i + 1])[0]), int(ids[i]), int(ids[i]), float(share[i]))
-                    for i in best
-                )
-                answers.append(Answer(self.evidence.surface(evidence[0]), (token,), score, evidence, rank=len(answers)))
-            results.append(answers)
-        return results
-
-    # --- closed set ---------------------------------------------------------------------
-
-    def classify(
-        self,
-        queries: list[str],
-        label_words: list[np.ndarray],
-        mode: Mode = "npm",
-        config: InferenceConfig = InferenceConfig(),
-    ) -> np.ndarray:
-        """(B, labels) closed-set scores (log of summed exp similarity; -inf: no word of the label retrieved)."""
-        if mode == "npm":
-            q = self.encode_queries(queries, 2).sum(axis=1) * self.scale  # sim_start + sim_end
-        else:
-            q = self.encode_queries(queries, 1)[:, 0] * self.scale
-        sims, found = self.retrieval.search(q, config.k, config.rerank, config.search_params)
-        out = np.empty((len(queries), len(label_words)))
-        for row, (s, f) in enumerate(zip(sims, found, strict=True)):
-            keep = f >= 0
-            out[row] = label_scores(
-                np.asarray(self.corpus.tokens[f[keep]], dtype=np.int64), s[keep], label_words, config.tau
-            )
-        return out
-
     # --- answers -----------------------------------------------------------------------
 
     def pooled(self, phrases: Phrases, kind: str | None = None) -> Pooled:
@@ -487,21 +422,3 @@ class NPM:
         self.retrieval.close()
         if "articles" in self.__dict__:
             self.articles.close()
-
-
-def label_token_ids(tokenizer, words: list[str]) -> tuple[np.ndarray, list[str]]:
-    """Token ids of the verbalizer ``words`` that are single tokens of the encoder's vocabulary
-    (as a word inside a sentence, and at its start where that differs: BPE "Ġgreat" and
-    "great"); returns (ids, the words that are not single tokens and were dropped)."""
-    ids, dropped = set(), []
-    for word in words:
-        forms = [
-            tokenizer(f" {word.strip()}", add_special_tokens=False)["input_ids"],
-            tokenizer(word.strip(), add_special_tokens=False)["input_ids"],
-        ]
-        single = [f[0] for f in forms if len(f) == 1 and f[0] != tokenizer.unk_token_id]
-        if single:
-            ids.update(single)
-        else:
-            dropped.append(word)
-    return np.array(sorted(ids), dtype=np.int64), dropped

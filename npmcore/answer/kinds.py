@@ -24,7 +24,7 @@ import numpy as np
 
 from npmcore.answer.phrases import Phrases
 from npmcore.answer.pooling import Pooled
-from npmcore.answer.questions import PERSON, PLACE
+from npmcore.ask.questions import PERSON, PLACE
 from npmcore.index.articles import Article, Articles
 from npmcore.vocab import spelled
 

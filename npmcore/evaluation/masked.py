@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 from matplotlib.figure import Figure
 
-from npmcore.answer.inference import NPM, label_token_ids
+from npmcore.answer.inference import NPM
 from npmcore.answer.knnlm import (
     MaskedLMHead,
     Searcher,
@@ -27,6 +27,7 @@ from npmcore.answer.knnlm import (
     log_mix,
     perplexity,
 )
+from npmcore.answer.tokens import label_token_ids
 from npmcore.evaluation.run import label_ids
 from npmcore.evaluation.tasks import Task
 from npmcore.plots import line_plot

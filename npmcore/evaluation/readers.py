@@ -149,7 +149,7 @@ KAMEL_STATEMENTS = Path(__file__).parent / "data" / "kamel-statements.csv"
 def kamel_statements(path: Path = KAMEL_STATEMENTS) -> dict[str, str]:
     """Relation id -> KAMEL's relation stated, with ``[S]`` for the subject and ``[MASK]`` for the object
     (``relation,question,statement`` rows: each of KAMEL's questions made a statement by
-    :mod:`npmcore.answer.statements`, then read and corrected by hand)."""
+    :mod:`npmcore.ask.statements`, then read and corrected by hand)."""
     statements = {}
     with open(path, encoding="utf-8", newline="") as f:
         for line, row in enumerate(csv.DictReader(f), start=2):

@@ -15,8 +15,9 @@ from typing import Literal
 import numpy as np
 
 from npmcore.answer.answering import replies
-from npmcore.answer.asking import ask
-from npmcore.answer.inference import NPM, InferenceConfig, Mode, label_token_ids
+from npmcore.answer.inference import NPM, InferenceConfig
+from npmcore.answer.tokens import Mode, classify, label_token_ids, predict_tokens
+from npmcore.ask.asking import ask
 from npmcore.evaluation.baselines import BASELINES, MaskFiller
 from npmcore.evaluation.metrics import exact_match, in_passages, length_bucket, macro_by_length, repeats_query
 from npmcore.evaluation.selective import calibration_report
@@ -172,7 +173,7 @@ def label_ids(task: Task, npm: NPM, notes: dict[str, int]) -> list[np.ndarray]:
 def domain_scores(task: Task, npm: NPM, labels: list[np.ndarray], mode: Mode, config: InferenceConfig) -> np.ndarray:
     """(labels,) log scores of the task's domain premise. A label none of whose words the premise
     retrieves gets the lowest finite score of the others (none retrieved at all: zeros, no calibration)."""
-    row = npm.classify([task.domain], labels, mode=mode, config=config)[0]
+    row = classify(npm, [task.domain], labels, mode=mode, config=config)[0]
     finite = row[np.isfinite(row)]
     return np.where(np.isfinite(row), row, finite.min() if len(finite) else 0.0)
 
@@ -187,7 +188,7 @@ def _closed(
     config: InferenceConfig,
     notes: dict[str, int],
 ) -> list[Record]:
-    scores = npm.classify([ex.query for ex in examples], labels, mode=mode, config=config)
+    scores = classify(npm, [ex.query for ex in examples], labels, mode=mode, config=config)
     if prior is not None:
         scores = scores - prior  # -inf (no word of the label retrieved) stays -inf
     records = []
@@ -210,7 +211,7 @@ def _open(examples, npm: NPM, mode: Mode, config: InferenceConfig) -> list[Recor
         asked = [ex.asked or ask(ex.query) for ex in examples]  # a sentence with a mask, as the service asks it
         answers = [reply.answers for reply in replies(npm, asked, config)]
     else:
-        answers = npm.predict_tokens([ex.query for ex in examples], config)
+        answers = predict_tokens(npm, [ex.query for ex in examples], config)
     records = []
     for ex, found in zip(examples, answers, strict=True):
         top = found[0] if found else None

@@ -8,9 +8,9 @@ sentences with one ``[MASK]``, or questions),
 articles, each masked alone in a window of its paragraph).
 Templates and label words are in :mod:`npmcore.evaluation.templates`.
 
-How questions are asked (``form``, :data:`npmcore.answer.asking.FORMS`): by default as each task's own data asks
+How questions are asked (``form``, :data:`npmcore.ask.asking.FORMS`): by default as each task's own data asks
 them, the paper's question form for ``kamel``, ``nq`` and ``triviaqa`` ("… Answer: [MASK].", "… The answer is
-[MASK].") and as the query service asks them for a ``cloze`` file (:func:`npmcore.answer.asking.ask`: a question as
+[MASK].") and as the query service asks them for a ``cloze`` file (:func:`npmcore.ask.asking.ask`: a question as
 the statements it stands for); ``form="statements"`` asks KAMEL's facts with its relation stated
 (:func:`npmcore.evaluation.readers.kamel_statements`) and NQ's and TriviaQA's questions as their statements,
 ``form="paper"`` a cloze file's questions in the paper's form.
@@ -28,9 +28,9 @@ from typing import Literal
 
 import numpy as np
 
-from npmcore.answer.asking import Asked, Form, ask, question_query, reads_as_question
-from npmcore.answer.questions import stated_kind
-from npmcore.answer.statements import state
+from npmcore.ask.asking import Asked, Form, ask, question_query, reads_as_question
+from npmcore.ask.questions import stated_kind
+from npmcore.ask.statements import state
 from npmcore.evaluation.readers import (
     GOOGLE_RE_TEMPLATES,
     kamel_files,
@@ -103,7 +103,7 @@ class Example:
     text: str = ""
     group: str = ""  # the subset it is scored in as well (entity translation: its language; temporal: its kind)
     stale: tuple[str, ...] = ()  # answers that were right once and are wrong now (temporal: the older dump's)
-    # a question asked as its statements (npmcore.answer.asking.ask; ``query`` the first), answered by
+    # a question asked as its statements (npmcore.ask.asking.ask; ``query`` the first), answered by
     # npmcore.answer.answering.replies; None: ``query`` alone
     asked: Asked | None = None
 
@@ -199,7 +199,7 @@ def _lama_examples(name: str, data_dir: Path, split: Split) -> Iterator[Example 
 def _kamel_examples(data_dir: Path, split: Split, form: Form) -> Iterator[Example | str]:
     """KAMEL's facts of ``split`` as the paper asks them ("What is followed by So-Lo? Answer: [MASK].") or, ``form``
     "statements", as the query service asks a question: their relation stated ("[MASK] is followed by So-Lo."), then
-    the paper's question, answers of the kind the question asks for (:func:`npmcore.answer.statements.state`).
+    the paper's question, answers of the kind the question asks for (:func:`npmcore.ask.statements.state`).
     Every label of every object is a gold answer (test files: each object's chosen, rdf and alternative labels; dev
     files: a list of labels)."""
     templates = kamel_templates(data_dir)
@@ -266,7 +266,7 @@ def question_split(question: str) -> Split:
 
 
 def _question_example(question: str, answers: tuple[str, ...], id: str, form: Form) -> Example | str:
-    """A question's example, asked as :func:`npmcore.answer.asking.ask` asks it in ``form`` (NQ's phrases, "cast of
+    """A question's example, asked as :func:`npmcore.ask.asking.ask` asks it in ``form`` (NQ's phrases, "cast of
     die hard", in the paper's form)."""
     question = " ".join(question.split())
     if not any(a.strip() for a in answers):
@@ -301,7 +301,7 @@ def _triviaqa_examples(data_dir: Path, split: Split, form: Form) -> Iterator[Exa
 
 
 def _cloze_examples(path: Path, form: Form) -> Iterator[Example | str]:
-    """A file's queries: a sentence with one ``[MASK]`` as it is, a question as :func:`npmcore.answer.asking.ask`
+    """A file's queries: a sentence with one ``[MASK]`` as it is, a question as :func:`npmcore.ask.asking.ask`
     asks it in ``form``."""
     for line, row in read_jsonl(path, ("query", "answers")):
         query = string_field(path, line, row, "query")

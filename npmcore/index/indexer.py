@@ -27,8 +27,9 @@ A build is four steps, each finished once in the snapshot's staging folder (``.p
 kept when a build dies, so a rerun resumes after the last finished step; :mod:`npmcore.index.staging`):
 
 1. :func:`build_faiss_files`: train on a bounded sample read row by row from the datastore,
-   encode every shard on the Dask workers (exhaustive PQ: codes; IVF: a shard index), then
-   gather them in shard order (IVF: merged, in memory or into one memory-mapped file);
+   encode every shard on the Dask workers (exhaustive PQ: codes; IVF: a shard index;
+   :mod:`npmcore.index.faiss_shards`), then gather them in shard order (IVF: merged, in memory
+   or into one memory-mapped file);
 2. :func:`build_bm25_files`: the Lucene index of the blocks;
 3. :func:`build_articles_files`: the table of the articles' openings;
 4. :func:`commit_index`: the manifest, with every file's checksum.
@@ -53,7 +54,6 @@ from distributed import Client
 from npmcore.cluster import map_bounded
 from npmcore.index.articles import ARTICLES, write_articles
 from npmcore.index.bm25_passages import write_bm25
-from npmcore.index.datastore import reusable_blocks
 from npmcore.index.faiss_index import (
     OPQ_ITERATIONS,
     add_codes,
@@ -61,12 +61,10 @@ from npmcore.index.faiss_index import (
     finalize,
     is_ivf,
     merge_ivf,
-    read_index,
-    sa_encode,
-    stored_codes,
     takes_codes,
     train_index,
 )
+from npmcore.index.faiss_shards import codes_to_reuse, encode_shard
 from npmcore.index.index_choice import IndexChoice, choose_index
 from npmcore.index.staging import clear_finished, finish, finished, publish, upload, write_renamed
 from npmcore.rarity import block_frequency
@@ -76,7 +74,6 @@ from npmcore.snapshots import (
     open_corpus,
     open_datastore,
     open_index,
-    read_shard,
     shard_arrays,
 )
 from npmcore.storage import (
@@ -86,8 +83,6 @@ from npmcore.storage import (
     SnapshotWriter,
     existing_snapshot,
     join,
-    local_folder,
-    sha256_bytes,
     sha256_file,
     snapshot_id,
     snapshot_url,
@@ -201,98 +196,6 @@ def training_sample(datastore: str, n: int, seed: int = 0) -> np.ndarray:
 # --- 1. FAISS -----------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=1)
-def _trained_bytes(url: str, sha256: str) -> bytes:
-    """The trained, empty index of the staging folder, read and checked once per worker: the task graph
-    carries its URL, not its bytes (an IVF's centroids grow with the corpus: 12 MiB at 8,192 lists)."""
-    with fsspec.open(url, "rb") as f:
-        data = f.read()
-    if sha256_bytes(data) != sha256:
-        raise SnapshotError(f"{url}: the trained index changed while its shards were encoded (checksum mismatch)")
-    return data
-
-
-def _encode_shard(
-    trained: tuple[str, str], datastore: str, reuse: str | None, job: tuple[str, int, str]
-) -> tuple[str, int, int]:
-    """Encode one datastore shard (name, first global id, output URL) with the trained index (its URL and
-    sha256) on a worker (:func:`~npmcore.index.faiss_index.sa_encode`): an IVF index gets a shard index holding the
-    shard's codes under their global ids, any other the codes themselves, an (n, code_size) uint8 array.
-    ``reuse``: an index of the same trained index over the datastore this one copied vectors from:
-    the rows of copied blocks copy its codes instead (:func:`copied_rows`). Returns (URL, tokens, copied)."""
-    name, first, out = job
-    arrays = shard_arrays(datastore, name, open_datastore(datastore).manifest.files, verify=True)
-    vectors = arrays["vectors"]
-    fs, _ = fsspec.core.url_to_fs(out)
-    if fs.exists(out):  # a previous try wrote it (renamed into place once whole)
-        return out, len(vectors), 0
-    index = faiss.deserialize_index(np.frombuffer(_trained_bytes(*trained), dtype=np.uint8))
-    codes = np.empty((len(vectors), index.sa_code_size()), dtype=np.uint8)
-    rows, ids = copied_rows(reuse, datastore, name, arrays["offsets"]) if reuse else (np.empty(0, dtype=np.int64),) * 2
-    if len(rows):
-        codes[rows] = stored_codes(_previous_index(reuse), ids)
-    fresh = np.ones(len(vectors), dtype=bool)
-    fresh[rows] = False
-    for lo, hi in _runs(fresh):
-        for start in range(lo, hi, 65536):
-            codes[start : min(hi, start + 65536)] = sa_encode(index, vectors[start : min(hi, start + 65536)])
-    if is_ivf(index):
-        add_codes(index, codes, np.arange(first, first + len(vectors), dtype=np.int64))
-        data = faiss.serialize_index(index).tobytes()
-    else:
-        data = codes.tobytes()
-    write_renamed(out, data)
-    return out, len(vectors), len(rows)
-
-
-def copied_rows(index: str, datastore: str, name: str, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The rows of datastore shard ``name`` (its block ``offsets``) whose blocks have a content hash of
-    ``index``'s datastore (so their vectors were copied from it: ``plan_datastore(reuse=…)``), and
-    their ids in ``index``."""
-    snapshot, old_url = open_datastore(datastore), open_index(index).datastore
-    old, where = open_datastore(old_url), reusable_blocks(old_url)
-    firsts = dict(zip(old.manifest.config["shards"], np.cumsum([0, *old.manifest.config["shard_tokens"][:-1]])))
-    ((path, entry),) = [
-        shard
-        for shard, shard_name in zip(open_corpus(snapshot.corpus).shards, snapshot.manifest.config["shards"])
-        if shard_name == name
-    ]
-    hashes = read_shard(snapshot.corpus, path, entry, ["content_hash"]).column("content_hash").to_pylist()
-    rows, ids = [np.empty(0, dtype=np.int64)], [np.empty(0, dtype=np.int64)]
-    for i, content_hash in enumerate(hashes):
-        if (found := where.get(content_hash)) is not None:
-            old_name, lo, hi = found
-            rows.append(np.arange(offsets[i], offsets[i + 1]))
-            ids.append(np.arange(firsts[old_name] + lo, firsts[old_name] + hi))
-    return np.concatenate(rows), np.concatenate(ids)
-
-
-@functools.lru_cache(maxsize=1)
-def _previous_index(index: str) -> faiss.Index:
-    """The FAISS index of an index snapshot, checked and read once per worker (a remote one through a
-    verified local copy; on-disk inverted lists stay memory-mapped)."""
-    local = local_folder(index)
-    open_index(str(local), verify=True)
-    return read_index(str(local / "index.faiss"))
-
-
-def _runs(mask: np.ndarray) -> list[tuple[int, int]]:
-    """[lo, hi) ranges of the True entries of a bool array."""
-    edges = np.flatnonzero(np.diff(np.r_[0, mask.astype(np.int8), 0]))
-    return list(zip(edges[::2].tolist(), edges[1::2].tolist()))
-
-
-def _codes_to_reuse(plan: IndexPlan, trained: faiss.Index) -> str | None:
-    """``plan.trained``, when its codes can be copied: an index encoded by :func:`sa_encode` (IVF or flat
-    codes) over the datastore that this plan's datastore copied unchanged blocks' vectors from."""
-    if plan.trained is None or not (is_ivf(trained) or takes_codes(trained)):
-        return None
-    copied_from = [i["reused"] for i in open_datastore(plan.datastore).manifest.inputs if "reused" in i]
-    if not copied_from or open_datastore(copied_from[0]).manifest.id != open_index(plan.trained).datastore_id:
-        return None
-    return plan.trained
-
-
 def build_faiss_files(
     plan: IndexPlan, client: Client | None = None, on_tokens: Progress | None = None
 ) -> dict[str, FileEntry]:
@@ -315,10 +218,10 @@ def build_faiss_files(
         if is_ivf(trained) or takes_codes(trained):  # encoded on the workers, then gathered here
             firsts = np.cumsum([0, *manifest.config["shard_tokens"][:-1]]).tolist()
             jobs = [(name, first, join(parts, name)) for name, first in zip(names, firsts, strict=True)]
-            reuse = _codes_to_reuse(plan, trained)
+            reuse = codes_to_reuse(plan.trained, plan.datastore, trained)
             trained_url = join(plan.staging, TRAINED)
             encode = functools.partial(
-                _encode_shard, (trained_url, sha256_file(trained_url).sha256), plan.datastore, reuse
+                encode_shard, (trained_url, sha256_file(trained_url).sha256), plan.datastore, reuse
             )
             started, copied = time.perf_counter(), 0
             for _, added, reused in map_bounded(encode, jobs, client):

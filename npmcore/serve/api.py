@@ -4,7 +4,7 @@ One process loads the encoder, the FAISS index, the datastore and BM25 once and 
 
 * ``POST /v1/predict``: NPM phrase prediction, each answer with its evidence passages and where they come from
   (source, dump date, article, address); a question without a mask is asked as the statements it stands for
-  (:func:`npmcore.answer.asking.ask`; ``"ask": "paper"``: as the paper asks NQ), and the answer says how;
+  (:func:`npmcore.ask.asking.ask`; ``"ask": "paper"``: as the paper asks NQ), and the answer says how;
 * ``POST /v1/classify``: closed-set label scores (labels given as verbalizer words);
 * ``GET /v1/index``: what is served; ``GET /livez``; ``GET /readyz`` (503 until loaded and warm);
   ``GET /metrics`` (Prometheus); ``GET /``: a page with a query box (``/?q=QUERY`` answers QUERY at once).
@@ -27,9 +27,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from npmcore.answer.asking import Form, ask
 from npmcore.answer.inference import Scoring
 from npmcore.answer.retrieval import Unsupported
+from npmcore.ask.asking import Form, ask
 from npmcore.evaluation.templates import CLOSED_SPECS
 from npmcore.mask import MASK
 from npmcore.serve.service import Item, Overloaded, Service, Settings, confidence_of

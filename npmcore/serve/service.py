@@ -29,10 +29,11 @@ import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
 from npmcore.answer.answering import replies, reply_json
-from npmcore.answer.asking import ask
 from npmcore.answer.confidence import Calibrator
-from npmcore.answer.inference import NPM, InferenceConfig, label_token_ids
+from npmcore.answer.inference import NPM, InferenceConfig
 from npmcore.answer.retrieval import Unsupported
+from npmcore.answer.tokens import classify, label_token_ids
+from npmcore.ask.asking import ask
 from npmcore.index.precision import Setting
 from npmcore.serve.serving import Serving, check_datastore, serving_pointer
 from npmcore.snapshots import open_corpus
@@ -203,7 +204,7 @@ def run_classify(service: "Service", items: list[Item]) -> list[dict]:
             r = item.request
             names = list(r.labels)
             words = [label_token_ids(served.npm.tokenizer, r.labels[name])[0] for name in names]
-            scores = served.npm.classify([item.query], words, config=InferenceConfig(k=r.k, tau=r.tau))[0]
+            scores = classify(served.npm, [item.query], words, config=InferenceConfig(k=r.k, tau=r.tau))[0]
             finite = {n: (float(s) if math.isfinite(s) else None) for n, s in zip(names, scores, strict=True)}
             best = names[int(np.argmax(scores))] if np.isfinite(scores).any() else None
             out.append({"query": item.query, "scores": finite, "label": best, "index": served.url})

@@ -4,12 +4,12 @@
 * a question as the statements it stands for ("Where was Lionel Messi born?" -> "Lionel Messi was born in [MASK].")
   and the way the paper asks NQ and TriviaQA ("Where was Lionel Messi born? The answer is [MASK]."), or in the
   paper's way alone where no statement can be made of it or that is asked for;
-* a yes/no question as the statements that mask what it asserts (:mod:`npmcore.answer.yes_no`: "Is Paris the
+* a yes/no question as the statements that mask what it asserts (:mod:`npmcore.ask.yes_no`: "Is Paris the
   capital of France?" -> "[MASK] is the capital of France.", asserting Paris), answered yes or no;
 * a question that asks for an explanation ("why …", "how does …") is not asked: NPM answers with a phrase of its
   corpus and cannot explain (:data:`EXPLANATION`);
 * anything else, keywords ("capital of australia", "einstein birthplace"), as the statements they stand for
-  (:mod:`npmcore.answer.keywords`) and the paper's way.
+  (:mod:`npmcore.ask.keywords`) and the paper's way.
 
 NPM reads statements far better than questions (docs/evaluate.md); the command line, the query service and its
 page ask questions and keywords as statements, and every answer says how it was asked. Each of a query's statements
@@ -22,10 +22,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from npmcore.answer.keywords import read_keywords
-from npmcore.answer.questions import BE, DO, HAVE, MODALS, WH_WORDS, Expect, stated_kind, tag
-from npmcore.answer.statements import state
-from npmcore.answer.yes_no import is_yes_no, yes_no_reading
+from npmcore.ask.keywords import read_keywords
+from npmcore.ask.questions import BE, DO, HAVE, MODALS, WH_WORDS, Expect, stated_kind, tag
+from npmcore.ask.statements import state
+from npmcore.ask.yes_no import is_yes_no, yes_no_reading
 from npmcore.mask import MASK
 
 # The words a question starts with (an interrogative or an auxiliary put first: "Is Paris in France?")

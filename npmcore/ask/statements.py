@@ -1,7 +1,7 @@
 """A question as the statements it stands for: "Where was Lionel Messi born?" -> "Lionel Messi was born in [MASK].".
 
 NPM was trained on sentences with spans masked, and reads a statement far better than a question. A question is
-rewritten by rules over its words' part-of-speech tags and its wh-phrase, as :mod:`npmcore.answer.questions` reads
+rewritten by rules over its words' part-of-speech tags and its wh-phrase, as :mod:`npmcore.ask.questions` reads
 them, its verbs inflected with lemminflect's tables: nothing is downloaded.
 
 The rules follow English wh-questions:
@@ -19,13 +19,13 @@ The rules follow English wh-questions:
   noun for "how many" ("Mars has [MASK] moons.").
 
 A question the rules cannot read (a yes/no question, "why", "how did") makes no statement: it is asked as the
-paper asks questions (:func:`npmcore.answer.asking.question_query`).
+paper asks questions (:func:`npmcore.ask.asking.question_query`).
 """
 
 import re
 from dataclasses import dataclass
 
-from npmcore.answer.questions import (
+from npmcore.ask.questions import (
     BE,
     DO,
     HAVE,
@@ -81,7 +81,7 @@ class Stated:
 
 
 def state(question: str) -> Stated:
-    """The statements ``question`` stands for and the kind of answer it asks for (:mod:`npmcore.answer.statements`)."""
+    """The statements ``question`` stands for and the kind of answer it asks for (:mod:`npmcore.ask.statements`)."""
     text = question.strip()
     if len(text) > 1 and text[0] == text[-1] == '"':  # a question quoted whole, its own quotes doubled (CSV's way)
         text = text[1:-1].replace('""', '"')

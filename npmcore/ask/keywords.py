@@ -15,7 +15,7 @@ glowing signs"); a subject and "born" or "died" ("einstein born") asks where or 
 * a place ("petra country", "forbidden city location"): "{subject} is in [MASK]."; who made it ("author", "artist"):
   "{subject} is by [MASK]." ("X is a novel by Y").
 
-Each statement is also asked the other ways passages say it (:func:`npmcore.answer.statements.other_ways`: "[MASK] is
+Each statement is also asked the other ways passages say it (:func:`npmcore.ask.statements.other_ways`: "[MASK] is
 the capital of australia."), and the query as the thing it names ("The red planet is [MASK]."). The relation's noun
 is the kind of thing asked for (:mod:`npmcore.answer.kinds`). Every query is also asked as the paper asks a question,
 and the answers of the most confident are shown (:mod:`npmcore.answer.answering`). Imports the answer stage's reading
@@ -25,7 +25,7 @@ of questions and statements.
 import re
 from dataclasses import dataclass
 
-from npmcore.answer.questions import (
+from npmcore.ask.questions import (
     GENERIC_NOUNS,
     PERSON,
     PLACE,
@@ -40,7 +40,7 @@ from npmcore.answer.questions import (
     noun_lemma,
     tag,
 )
-from npmcore.answer.statements import other_ways
+from npmcore.ask.statements import other_ways
 from npmcore.mask import MASK
 
 BIRTH = re.compile(r"(?i)\bbirth ?place\b|\bplace of birth\b|\bborn\b|\bbirth\b|\bhometown\b")

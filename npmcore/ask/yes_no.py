@@ -1,4 +1,4 @@
-"""A yes/no question answered from what the corpus says: the part it asserts is masked, asked, and compared.
+"""A yes/no question read: the part it asserts is masked, to be asked (the verdict: :mod:`npmcore.answer.verdict`).
 
 "Is Paris the capital of France?" asserts Paris: it is asked as "[MASK] is the capital of France." and "The capital
 of France is [MASK]."; where the corpus's answer is Paris the reply is "Yes: the corpus says Paris", where it is
@@ -12,17 +12,15 @@ another ("Is Madrid the capital of France?") "No: the corpus says Paris". The pa
 
 A question of two choices ("Is a whale a fish or a mammal?") is asked as the statement and answered as one (the
 corpus's answer is the reply), not with yes or no. :func:`yes_no_reading` returns None where no part asserted is
-found ("Can penguins fly?"): such a question is asked as the paper asks questions. Imports the answer stage's
-reading of questions and pooling (what a name spells).
+found ("Can penguins fly?"): such a question is asked as the paper asks questions. Imports the reading of
+questions (:mod:`npmcore.ask.questions`).
 """
 
 import re
 from dataclasses import dataclass
-from typing import Literal
 
-from npmcore.answer.questions import BE, DO, Token, inflected, known_verb_lemmas, stated_kind, tag, verb_base_form
+from npmcore.ask.questions import BE, DO, Token, inflected, known_verb_lemmas, stated_kind, tag, verb_base_form
 from npmcore.mask import MASK
-from npmcore.vocab import spelled
 
 ARTICLES = frozenset({"the", "a", "an"})
 
@@ -36,17 +34,6 @@ class YesNoReading:
     asserted: str
     choice: bool = False
     kind: str | None = None
-
-
-@dataclass(frozen=True)
-class YesNo:
-    """The reply to a yes/no question: ``verdict`` yes where the corpus's answer is the part asserted, no where it is
-    another, with that answer and its confidence (the probability that it is right)."""
-
-    verdict: Literal["yes", "no"]
-    asserted: str
-    corpus_says: str
-    confidence: float | None
 
 
 def is_yes_no(text: str) -> bool:
@@ -99,9 +86,9 @@ def _copula(text: str, be: str, subject: str, rest: list[Token]) -> YesNoReading
     choice = " or " in f" {complement.lower()} "
     if first.lower == "the" and not choice:  # "Is Paris the capital of France?": the subject is asserted
         statements = (f"{MASK} {be} {complement}.", f"{complement[:1].upper()}{complement[1:]} {be} {MASK}.")
-        return YesNoReading(statements, _bare(subject), kind=stated_kind(statements[1]))
+        return YesNoReading(statements, bare(subject), kind=stated_kind(statements[1]))
     if first.lower in ("a", "an"):  # "Is a penguin a bird?": its noun, "a fish or a mammal": a choice
-        asserted = _bare(complement)
+        asserted = bare(complement)
         return YesNoReading((f"{_capital(subject)} {be} a {MASK}.",), asserted, choice)
     if first.tag in ("IN", "TO", "VBN") or first.tag.startswith("JJ"):  # "in Australia", "born in Salzburg", "blue"
         last = _last_phrase(rest)
@@ -109,7 +96,7 @@ def _copula(text: str, be: str, subject: str, rest: list[Token]) -> YesNoReading
             return None
         lead = _span(text, rest[:last]) if last else ""
         statement = f"{_capital(subject)} {be} {lead} {MASK}.".replace("  ", " ")
-        return YesNoReading((statement,), _bare(_span(text, rest[last:])), choice)
+        return YesNoReading((statement,), bare(_span(text, rest[last:])), choice)
     return None
 
 
@@ -126,7 +113,7 @@ def _done(text: str, do: str, subject: str, rest: list[Token]) -> YesNoReading |
     middle = _span(text, rest[1:last]) if last > 1 else ""
     statement = f"{_capital(subject)} {inflected(base, DO[do])} {middle} {MASK}.".replace("  ", " ")
     asserted = _span(text, rest[last:])
-    return YesNoReading((statement,), _bare(asserted), " or " in f" {asserted.lower()} ")
+    return YesNoReading((statement,), bare(asserted), " or " in f" {asserted.lower()} ")
 
 
 def _last_phrase(tokens: list[Token]) -> int | None:
@@ -142,27 +129,10 @@ def _span(text: str, tokens: list[Token]) -> str:
     return text[tokens[0].start : tokens[-1].end] if tokens else ""
 
 
-def _bare(phrase: str) -> str:
+def bare(phrase: str) -> str:
     """A phrase without its article: "the Nile" -> Nile."""
     return re.sub(r"(?i)^(?:the|a|an)\s+", "", phrase.strip())
 
 
 def _capital(text: str) -> str:
     return text[:1].upper() + text[1:]
-
-
-def agrees(asserted: str, said: str) -> bool:
-    """Whether what the corpus says names what a question asserts: the same spelling, or one holding the other's
-    words ("Paris" and "Paris, France"; "the Nobel Prize" and "Nobel Prize in Physics")."""
-    a, b = _words(asserted), _words(said)
-    return spelled(asserted) == spelled(said) or (a.strip() != "" and b.strip() != "" and (a in b or b in a))
-
-
-def _words(text: str) -> str:
-    return " " + " ".join(re.findall(r"\w+", _bare(text).lower())) + " "
-
-
-def verdict(asserted: str, said: str, forms: tuple[str, ...], confidence: float | None) -> YesNo:
-    """Yes where the corpus's answer (``said``, or another form of it) agrees with the part asserted, else no."""
-    yes = any(agrees(asserted, s) for s in (said, *forms))
-    return YesNo("yes" if yes else "no", asserted, said, confidence)

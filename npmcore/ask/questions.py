@@ -1,7 +1,7 @@
 """A question read: its words tagged with their part of speech (TextBlob's tagger: Pattern's Brill lexicon and context
 rules, inside its wheel; a few tags the rules know better), its wh-phrase ("which river", "how many moons", "in which
 year") and the kind of answer it asks for (a place, a time, a number: :func:`fits`), its verbs inflected with
-lemminflect's tables (inside its wheel too). What :mod:`npmcore.answer.statements` rewrites a question with;
+lemminflect's tables (inside its wheel too). What :mod:`npmcore.ask.statements` rewrites a question with;
 nothing is downloaded.
 """
 
