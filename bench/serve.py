@@ -1,7 +1,7 @@
 """Benchmark: the query service (``npmcore api``) under load, and while its index is swapped.
 
 Usage: python bench/serve.py [--store npm-store] [--requests 48] [--concurrency 1 4 16] [--scoring evidence|npm]
-                             [--precision auto|f32|bf16]
+                             [--precision auto|f32|bf16] [--no-swap]
 
 Starts ``npmcore api`` on a loopback port over the store's serving index (the demo store by
 default: run ``make demo`` first; an index with vectors or one of BM25 alone), then drives it with
@@ -16,7 +16,8 @@ moved to it and back (``npmcore.serve.serving``): each move counts once the serv
 index. Between the two moves a copy of the second index with its largest file damaged (8 bytes inverted, as a bad
 disk leaves it) is offered: ``npmcore serving set`` must refuse it, and once written into the pointer by hand the
 service must refuse it too, name it in ``/v1/index`` and keep answering from the index it has (the pointer
-written back as it was clears the refusal). The service's RSS is sampled throughout.
+written back as it was clears the refusal). The service's RSS is sampled throughout. ``--no-swap`` leaves the second
+index, the moves and the corrupt copy out (for a large index, whose second index would take long to build).
 What what people type costs: one client sends each fact of ``bench/data/everyday-test.jsonl`` typed as a statement,
 then the same fact typed as a question (asked as the service asks it: its statements and the paper's question, tagged
 and answered in one batch), as keywords, and, where its statement is "The X is [MASK].", as the yes/no question of its
@@ -167,16 +168,18 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 4, 16])
     parser.add_argument("--scoring", choices=["evidence", "npm"], default="evidence")
     parser.add_argument("--precision", choices=["auto", "f32", "bf16"], default="auto", help="of the query encoder")
+    parser.add_argument(
+        "--no-swap", dest="swap", action="store_false", help="no second index, no swaps: load and typed costs alone"
+    )
     args = parser.parse_args()
 
     from npmcore.serve.serving import read_serving, serving_index, set_serving
-    from npmcore.storage import SnapshotError
 
     store = str(Path(args.store).resolve())
     first = serving_index(store)
     pointer = read_serving(store)
-    other = second_index(first)
-    corrupt = corrupt_copy(other)
+    other = second_index(first) if args.swap else None
+    corrupt = corrupt_copy(other) if other is not None else None
     queries = [json.loads(line)["query"] for line in (ROOT / "bench" / "data" / "cloze-test.jsonl").open()]
     port = free_port()
     url = f"http://127.0.0.1:{port}"
@@ -221,69 +224,80 @@ def main() -> None:
             name = form.replace("-", "_")
             result[f"{name}_cost"] = round(result[f"p50_ms_{name}"] / result["p50_ms_statement"], 2)
         steady = rss.mark()
+        result |= {"errors": errors, "rss_mb_steady": round(steady, 1)}
 
-        swaps, swap_latencies, swap_errors, corrupt_refused = 0, [], 0, 0
-
-        async def offer_corrupt(http: httpx.AsyncClient) -> None:
-            """Offer the corrupt copy: refused by ``serving set``, then written by hand, refused by the service;
-            then the pointer as it was, written back by hand, clears the refusal."""
-            nonlocal corrupt_refused
-            try:
-                await asyncio.to_thread(set_serving, store, corrupt, "bench/serve.py: must be refused")
-                return
-            except SnapshotError:
-                pass
-            file = Path(store, "serving.json")
-            before = file.read_text()
-            file.write_text(json.dumps({"index": corrupt, "previous": [other], "reason": "bench/serve.py: by hand"}))
-            while (served := (await http.get(f"{url}/v1/index")).json())["refused"] is None:
-                if served["index"] == corrupt:  # swapped in: not refused
-                    return
-                await asyncio.sleep(0.1)
-            named = served["refused"]["index"] == corrupt and served["index"] == other
-            file.write_text(before)
-            while (await http.get(f"{url}/v1/index")).json()["refused"] is not None:
-                await asyncio.sleep(0.1)
-            corrupt_refused += named
-
-        async def swapping() -> None:
-            nonlocal swaps
-            async with httpx.AsyncClient() as http:
-                await asyncio.sleep(2)
-                for target in (other, first):
-                    await asyncio.to_thread(set_serving, store, target, "bench/serve.py swap")
-                    while (await http.get(f"{url}/v1/index")).json()["index"] != target:
-                        await asyncio.sleep(0.1)
-                    swaps += 1
-                    await asyncio.sleep(2)
-                    if target == other:
-                        await offer_corrupt(http)
-                        await asyncio.sleep(2)
-
-        async def measured() -> None:
-            nonlocal swap_latencies, swap_errors
-            task = asyncio.create_task(swapping())
-            latencies, failed, _ = await drive_until(url, queries, 4, task, args.scoring)
-            swap_latencies, swap_errors = latencies, failed
-
-        asyncio.run(measured())
-        result |= {
-            "errors": errors,
-            "swaps": swaps,
-            "swap_errors": swap_errors,
-            "corrupt_refused": corrupt_refused,
-            "p99_ms_during_swap": round(float(np.percentile(swap_latencies, 99)), 1),
-            "rss_mb_steady": round(steady, 1),
-            "rss_mb_swap_peak": round(rss.mark(), 1),
-        }
+        if other is not None:
+            result |= swapped(url, store, first, other, corrupt, queries, args.scoring)
+            result["rss_mb_swap_peak"] = round(rss.mark(), 1)
         rss.stop()
     finally:
         server.terminate()
         server.wait(timeout=30)
-        shutil.rmtree(corrupt)
+        if corrupt is not None:
+            shutil.rmtree(corrupt)
         if pointer is not None:
             set_serving(store, pointer.index, "bench/serve.py: as before")
     print(json.dumps(result))
+
+
+def swapped(url: str, store: str, first: str, other: str, corrupt: str, queries: list[str], scoring: str) -> dict:
+    """While 4 clients query, the serving pointer moved to ``other`` and back, the ``corrupt`` copy offered between
+    the two moves: the moves counted once the service reports them, the failed requests, whether both refused the
+    corrupt copy, the p99 latency throughout."""
+    from npmcore.serve.serving import set_serving
+    from npmcore.storage import SnapshotError
+
+    swaps, swap_latencies, swap_errors, corrupt_refused = 0, [], 0, 0
+
+    async def offer_corrupt(http: httpx.AsyncClient) -> None:
+        """Offer the corrupt copy: refused by ``serving set``, then written by hand, refused by the service;
+        then the pointer as it was, written back by hand, clears the refusal."""
+        nonlocal corrupt_refused
+        try:
+            await asyncio.to_thread(set_serving, store, corrupt, "bench/serve.py: must be refused")
+            return
+        except SnapshotError:
+            pass
+        file = Path(store, "serving.json")
+        before = file.read_text()
+        file.write_text(json.dumps({"index": corrupt, "previous": [other], "reason": "bench/serve.py: by hand"}))
+        while (served := (await http.get(f"{url}/v1/index")).json())["refused"] is None:
+            if served["index"] == corrupt:  # swapped in: not refused
+                return
+            await asyncio.sleep(0.1)
+        named = served["refused"]["index"] == corrupt and served["index"] == other
+        file.write_text(before)
+        while (await http.get(f"{url}/v1/index")).json()["refused"] is not None:
+            await asyncio.sleep(0.1)
+        corrupt_refused += named
+
+    async def swapping() -> None:
+        nonlocal swaps
+        async with httpx.AsyncClient() as http:
+            await asyncio.sleep(2)
+            for target in (other, first):
+                await asyncio.to_thread(set_serving, store, target, "bench/serve.py swap")
+                while (await http.get(f"{url}/v1/index")).json()["index"] != target:
+                    await asyncio.sleep(0.1)
+                swaps += 1
+                await asyncio.sleep(2)
+                if target == other:
+                    await offer_corrupt(http)
+                    await asyncio.sleep(2)
+
+    async def measured() -> None:
+        nonlocal swap_latencies, swap_errors
+        task = asyncio.create_task(swapping())
+        latencies, failed, _ = await drive_until(url, queries, 4, task, scoring)
+        swap_latencies, swap_errors = latencies, failed
+
+    asyncio.run(measured())
+    return {
+        "swaps": swaps,
+        "swap_errors": swap_errors,
+        "corrupt_refused": corrupt_refused,
+        "p99_ms_during_swap": round(float(np.percentile(swap_latencies, 99)), 1),
+    }
 
 
 async def drive_until(
