@@ -20,15 +20,18 @@ it (every form of it):
 
 Every line is answered as the query service answers it (:func:`npmcore.answer.answering.replies`, through the
 evaluation's cloze task: its defaults, ``--passages`` top BM25 passages, evidence scoring and the encoder's
-calibrator), against ``--index`` (the paper table's combined index, ``2020-09+simplewiki-2021-12``); a question is
-asked ``--ask`` (statements: its statements and the paper's question, the answers of the most confident; paper: the
-paper's question alone). A line the service does not answer is counted as ``refused`` and scored wrong.
+calibrator and reply's confidence), against ``--index`` (the paper table's combined index,
+``2020-09+simplewiki-2021-12``); a question is asked ``--ask`` (statements: its statements and the paper's question,
+its readings voting; paper: the paper's question alone). A line the service does not answer is counted as
+``refused`` and scored wrong.
 
 Per form: ``exact_match`` of the answer shown first (over every line of the form, refused ones included),
 ``refused``, ``ceiling`` (a gold answer in the passages searched), the calibration of its confidence (ECE, AURC,
-accuracy at 10/25/50/100% coverage), ``abstained`` (shown greyed: below the calibrator's ``min_confidence``),
-``right_abstained`` (right answers greyed, as a share of the right ones), ``given_right`` and ``abstained_right``
-(the share right of the answers given, and of the best guesses shown greyed). Last line, one JSON object:
+accuracy at 10/25/50/100% coverage), ``abstained`` (shown greyed: below the service's ``min_confidence``, the
+reply's confidence's), ``right_abstained`` (right answers greyed, as a share of the right ones), ``given_right`` and
+``abstained_right`` (the share right of the answers shown as sure, and of the best guesses shown greyed), ``shown``
+(the same as ``npmcore eval`` says it: ``min_confidence``, ``sure``, ``precision``, ``right_greyed``). Last line,
+one JSON object:
 ``{"data", "split", "ask", "passages", "index", "min_confidence", "questions": {…}, "keywords": {…}, "statements":
 {…}, "gap", "keywords_gap", "seconds"}`` (``gap``: statements' exact match minus questions', ``keywords_gap``: minus
 keywords'; a set without keywords has none).
@@ -46,10 +49,11 @@ from pathlib import Path  # noqa: E402
 
 import numpy as np  # noqa: E402
 
+from npmcore.answer.answering import sure_from  # noqa: E402
 from npmcore.answer.inference import NPM, InferenceConfig  # noqa: E402
 from npmcore.ask.asking import FORMS  # noqa: E402
 from npmcore.evaluation.run import Record, run_task  # noqa: E402
-from npmcore.evaluation.selective import calibration_report  # noqa: E402
+from npmcore.evaluation.selective import calibration_report, shown_report  # noqa: E402
 from npmcore.evaluation.tasks import load_task  # noqa: E402
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -75,6 +79,7 @@ def summary(records: list[Record], refused: int, min_confidence: float | None) -
         "right_abstained": round(float((withheld & right).sum() / max(right.sum(), 1)), 4),
         "given_right": round(float(right[~withheld].mean()), 4) if (~withheld).any() else None,
         "abstained_right": round(float(right[withheld].mean()), 4) if withheld.any() else None,
+        "shown": shown_report(confidence, right, min_confidence) if min_confidence is not None and records else None,
     }
 
 
@@ -92,7 +97,7 @@ def main() -> None:
     task = load_task("cloze", limit=None, path=path, form=args.ask)
     npm = NPM(args.index)
     result = run_task(task, npm, "npm", InferenceConfig(passages=args.passages))
-    threshold = None if npm.calibrator is None else npm.calibrator.min_confidence
+    threshold = sure_from(npm)
     answered = {r.id for r in result.records}
     forms = {}
     for form, name in FORM_NAMES.items():

@@ -62,11 +62,13 @@ baselines out (comparing encoders on dev). The last line is one JSON object, als
                   "unchanged_after"},
      "ceilings": {task: share}, "query_copy_rates": {task: share},
      "calibration": {task: {"ece", "aurc", "accuracy_at_coverage": {"0.1", "0.25", "0.5", "1.0"}, "n"}},
+     "shown": {task: {"min_confidence", "sure", "precision", "right_greyed"}},
      "baselines": {"mlm-head": {task: score}, "mlm-read": {…}},
      "combined": {"trex", "google_re", "kamel", "nq", "triviaqa", "ceilings": {task: share},
-                  "calibration": {task: {…}}, "query_copy_rates": {task: share}, "n": {task: n},
+                  "calibration": {task: {…}}, "shown": {task: {…}}, "query_copy_rates": {task: share},
+                  "n": {task: n},
                   "statements": {"kamel", "nq", "triviaqa", "ceilings": {task: share}, "calibration": {task: {…}},
-                                 "n": {task: n}}},
+                                 "shown": {task: {…}}, "n": {task: n}}},
      "corpus_tokens": {datastore: tokens}, "indexes": {"2015-05", "2020-09", "2020-09+simplewiki-2021-12"},
      "passages": {"knowledge", "combined": {task: passages}, "temporal", "entity_translation"}, "split", "n", "model",
      "adapted": {"kamel_heldout", "kamel_heldout_zero_shot", "triviaqa", "nq", "trained_on", "encoder"},
@@ -76,7 +78,9 @@ The top-level knowledge scores, ``ceilings`` and ``calibration`` are the 2020 du
 against the 2020 dump and Simple English Wikipedia together. ``calibration``: how well each answer's confidence
 (``npmcore.answer.confidence``, the encoder's calibrator; null without one) says when it is right, per task (temporal:
 against the 2020 dump): expected calibration error, area under the risk-coverage curve, accuracy of the most
-confident 10%, 25%, 50% and all answers.
+confident 10%, 25%, 50% and all answers. ``shown``: what a person sees of them
+(:func:`npmcore.evaluation.selective.shown_report`): the share shown as sure (at or above the service's
+``min_confidence``), the share of those right, and the share of the right ones shown greyed.
 ``entity_translation`` is the average over the languages with at least 30 facts of their exact match (the
 paper averages its languages); ``entity_translation_languages`` has every language's, with its count.
 """
@@ -164,6 +168,7 @@ def knowledge_table(rows: dict[tuple[str, str], EvalRow]) -> dict:
         **{t: rows[(t, "npm")].score for t in KNOWLEDGE},
         "ceilings": {t: rows[(t, "npm")].breakdown.get("ceiling") for t in KNOWLEDGE},
         "calibration": {t: rows[(t, "npm")].calibration for t in KNOWLEDGE},
+        "shown": {t: rows[(t, "npm")].shown for t in KNOWLEDGE},
         "query_copy_rates": {t: rows[(t, "npm")].query_copy_rate for t in KNOWLEDGE},
         "n": {t: rows[(t, "npm")].n for t in KNOWLEDGE},
     }
@@ -175,6 +180,7 @@ def statements_row(rows: dict[tuple[str, str], EvalRow]) -> dict:
         **{t: rows[(t, "npm")].score for t in STATEMENTS_PASSAGES},
         "ceilings": {t: rows[(t, "npm")].breakdown.get("ceiling") for t in STATEMENTS_PASSAGES},
         "calibration": {t: rows[(t, "npm")].calibration for t in STATEMENTS_PASSAGES},
+        "shown": {t: rows[(t, "npm")].shown for t in STATEMENTS_PASSAGES},
         "n": {t: rows[(t, "npm")].n for t in STATEMENTS_PASSAGES},
     }
 
@@ -366,6 +372,9 @@ def main() -> None:
                 "calibration": zero_shot["calibration"]
                 | {"entity_translation": before[("entity_translation", "npm")].calibration}
                 | {"temporal": after[("temporal", "npm")].calibration},
+                "shown": zero_shot["shown"]
+                | {"entity_translation": before[("entity_translation", "npm")].shown}
+                | {"temporal": after[("temporal", "npm")].shown},
                 "baselines": {
                     system: {t: after[(t, system)].score for t in KNOWLEDGE}
                     | {"entity_translation": before[("entity_translation", system)].score}

@@ -316,6 +316,7 @@ def evaluate(params: EvalParams | None = None) -> list[EvalRow]:
                             query_copy_rate=result.query_copy_rate,
                             breakdown=result.breakdown,
                             calibration=result.calibration,
+                            shown=result.shown,
                         )
                     )
             masked = [s for s in params.systems if s in MASKED_SYSTEMS]

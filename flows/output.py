@@ -23,6 +23,7 @@ from rich.text import Text
 
 if TYPE_CHECKING:
     from flows.results import EvalRow, PipelineResult
+    from npmcore.answer.verdict import YesNo
     from npmcore.sources import Citation, Source
     from npmcore.storage import Manifest
 
@@ -193,6 +194,18 @@ def score_parts(parts: dict[str, float]) -> str:
     shown_parts = sorted(((k, v) for k, v in parts.items() if abs(v) >= 0.005), key=lambda kv: -abs(kv[1]))
     terms = ", ".join(f"{v:+.2f} {escape(k)}" for k, v in shown_parts)
     return f"[dim]why: {sum(parts.values()):.2f} = {terms}[/]"
+
+
+def verdict_line(verdict: "YesNo", unsure: bool) -> str:
+    """A yes/no question's verdict as the page words it (rich markup): "Yes: the corpus says Paris (confidence
+    0.94).", "No (unsure): …", "The corpus does not say: its best guess is X (confidence 0.12), unsure."."""
+    confidence = "" if verdict.confidence is None else f" (confidence {verdict.confidence:.2f})"
+    if verdict.verdict == "unknown":
+        if verdict.corpus_says is None:
+            return "[bold]The corpus does not say[/]."
+        return f"[bold]The corpus does not say[/]: its best guess is {escape(verdict.corpus_says)}{confidence}, unsure."
+    said = f"[bold]{verdict.verdict.capitalize()}[/]" + (" (unsure)" if unsure else "")
+    return f"{said}: the corpus says {escape(verdict.corpus_says or '')}{confidence}."
 
 
 def evidence_sentence(passage: str, start: int, end: int, context: int = 150) -> str:

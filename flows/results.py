@@ -26,6 +26,8 @@ class EvalRow(BaseModel):
     breakdown: dict[str, float] = {}
     # predictions with a confidence: {"ece", "aurc", "accuracy_at_coverage", "n"} (npmcore.evaluation.selective)
     calibration: dict | None = None
+    # and what is shown: {"min_confidence", "sure", "precision", "right_greyed"} (selective.shown_report)
+    shown: dict | None = None
 
 
 class ShownAnswer(BaseModel):

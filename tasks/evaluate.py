@@ -124,6 +124,8 @@ def log_calibration(result: Result, title: str) -> None:
     report = result.calibration
     mlflow.log_metrics({"calibration.ece": report["ece"], "calibration.aurc": report["aurc"]})
     mlflow.log_metrics({f"calibration.accuracy_at_{c}": v for c, v in report["accuracy_at_coverage"].items()})
+    if result.shown is not None:
+        mlflow.log_metrics({f"shown.{k}": v for k, v in result.shown.items() if v is not None})
     confidence = [r.confidence for r in result.records]
     correct = [r.correct for r in result.records]
     points = reliability(confidence, correct)

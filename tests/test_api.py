@@ -130,15 +130,15 @@ def test_keywords_a_yes_no_question_and_a_why_are_each_answered_as_a_person_expe
     keywords, yes_no, why = client.post("/v1/predict", json={"queries": queries}).json()["results"]
     assert keywords["asked"]["how"] == "keywords" and keywords["answers"] and keywords["found"]
     assert keywords["asked"]["queries"][0] == "The australia bushfires is [MASK]."  # what the keywords name
-    assert yes_no["asked"] == {
-        "how": "yes-no",
-        "queries": ["Firefighters battled bushfires in [MASK]."],
-        "answered": "Firefighters battled bushfires in [MASK].",
-    }
-    verdict = yes_no["yes_no"]  # yes where the corpus's answer is the part asserted
-    assert verdict["asserted"] == "Australia" and verdict["corpus_says"] == yes_no["answers"][0]["text"]
-    assert verdict["verdict"] == ("yes" if "australia" in verdict["corpus_says"].lower() else "no")
+    sides = ["Firefighters battled bushfires in [MASK].", "[MASK] battled bushfires in Australia."]
+    assert yes_no["asked"]["how"] == "yes-no" and yes_no["asked"]["queries"] == sides
+    verdict = yes_no["yes_no"]  # read from a side: yes where the corpus's answer there is the part it asserts
+    assert yes_no["asked"]["answered"] == sides[verdict["side"]]
+    assert verdict["asserted"] == ["Australia", "firefighters"][verdict["side"]]
+    assert verdict["corpus_says"] == yes_no["answers"][0]["text"]  # what it reads is shown first, with its evidence
     assert verdict["confidence"] == yes_no["answers"][0]["confidence"]
+    said = verdict["corpus_says"].lower()
+    assert verdict["verdict"] == "unknown" or (verdict["verdict"] == "yes") == (verdict["asserted"].lower() in said)
     assert (why["asked"]["how"], why["asked"]["answered"], why["answers"], why["found"]) == (
         "explanation",
         None,
@@ -558,7 +558,7 @@ def test_the_page_shows_the_answers_marked_in_their_passages_in_headless_chromiu
     for found, doubted, unsure, nothing, marked, answers in doubts.values():
         assert nothing == (not found) and unsure == (found and doubted) and marked == (answers if doubted else 0)
     assert doubts[UNKNOWN][1]  # Aristotle is not in 60 news articles: unsure of its best guess, or nothing found
-    word = "Yes" if verdict["yes_no"]["verdict"] == "yes" else "No"
+    word = {"yes": "Yes", "no": "No", "unknown": "The corpus does not say"}[verdict["yes_no"]["verdict"]]
     assert f'<p class="verdict"><strong>{word}</strong>' in said_so and verdict["yes_no"]["corpus_says"] in said_so
     assert '<p class="note">NPM answers with a phrase of its corpus' in why and 'class="answer' not in why
     assert '<p class="error">A sentence needs one [MASK] where its answer goes' in wrong and "queries.0" not in wrong

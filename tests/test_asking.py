@@ -5,10 +5,12 @@ statements they stand for; a sentence without a mask refused with what a query i
 
 import pytest
 
-from npmcore.answer.verdict import YesNo, agrees, verdict
+from npmcore.answer.inference import Answer
+from npmcore.answer.verdict import NO_FROM, YES_FROM, YES_FROM_MANY, YesNo, agrees, verdict
 from npmcore.ask.asking import EXPLANATION, ask, question_query, reads_as_question
 from npmcore.ask.questions import PERSON, PLACE, fits, stated_kind
 from npmcore.ask.statements import state
+from npmcore.ask.yes_no import Side
 from npmcore.evaluation.tasks import load_task
 
 SHAPES = [  # (question, the statements it must give, the likeliest first)
@@ -164,44 +166,88 @@ def test_a_question_no_statement_can_be_made_of_is_asked_as_the_paper_asks_nq(qu
 
 
 @pytest.mark.parametrize(
-    ("question", "statements", "asserted"),
+    ("question", "sides"),
     [
         (
             "Is Paris the capital of France?",
-            ("[MASK] is the capital of France.", "The capital of France is [MASK]."),
-            "Paris",
+            [(("[MASK] is the capital of France.", "The capital of France is [MASK]."), "Paris", True)],
         ),
         (
             "is tokyo the capital of japan",
-            ("[MASK] is the capital of japan.", "The capital of japan is [MASK]."),
-            "tokyo",
+            [(("[MASK] is the capital of japan.", "The capital of japan is [MASK]."), "tokyo", True)],
         ),
-        ("Is a penguin a bird?", ("A penguin is a [MASK].",), "bird"),
-        ("Is Canberra in Australia?", ("Canberra is in [MASK].",), "Australia"),
-        ("Was Mozart born in Salzburg?", ("Mozart was born in [MASK].",), "Salzburg"),
-        ("Is the sky blue?", ("The sky is [MASK].",), "blue"),
-        ("Did Columbus discover America?", ("Columbus discovered [MASK].",), "America"),
-        ("Does the Danube flow through Vienna?", ("The Danube flows through [MASK].",), "Vienna"),
-        ("Did Elvis sing Hound Dog?", ("Elvis sang [MASK].",), "Hound Dog"),
+        ("Is a penguin a bird?", [(("A penguin is a [MASK].",), "bird", True)]),
+        (
+            "Is Canberra in Australia?",
+            [(("Canberra is in [MASK].",), "Australia", True), (("[MASK] is in Australia.",), "Canberra", False)],
+        ),
+        (
+            "Was Mozart born in Salzburg?",
+            [(("Mozart was born in [MASK].",), "Salzburg", True), (("[MASK] was born in Salzburg.",), "Mozart", False)],
+        ),
+        ("Is the sky blue?", [(("The sky is [MASK].",), "blue", True)]),
+        (
+            "Did Columbus discover America?",
+            [
+                (("Columbus discovered [MASK].",), "America", False),
+                (("[MASK] discovered America.", "America was discovered by [MASK]."), "Columbus", True),
+            ],
+        ),
+        (
+            "Does the Danube flow through Vienna?",
+            [
+                (("The Danube flows through [MASK].",), "Vienna", False),
+                (("[MASK] flows through Vienna.",), "Danube", False),
+            ],
+        ),
+        (
+            "Did Galileo write On the Origin of Species?",  # a title with a preposition is one object
+            [
+                (("Galileo wrote [MASK].",), "On the Origin of Species", False),
+                (
+                    ("[MASK] wrote On the Origin of Species.", "On the Origin of Species was written by [MASK]."),
+                    "Galileo",
+                    True,
+                ),
+            ],
+        ),
     ],
 )
-def test_a_yes_no_question_is_asked_with_what_it_asserts_masked(question, statements, asserted):
+def test_a_yes_no_question_is_asked_from_both_sides_of_what_it_asserts(question, sides):
     asked = ask(question)
-    assert (asked.how, asked.queries, asked.asserted) == ("yes-no", statements, asserted)
+    assert asked.how == "yes-no"
+    assert [(side.statements, side.asserted, side.single) for side in asked.sides] == sides
+    assert asked.queries == tuple(q for statements, _, _ in sides for q in statements)
 
 
-def test_a_yes_no_verdict_compares_what_the_corpus_says_with_what_is_asserted():
-    assert verdict("Paris", "Paris", (), 0.9) == YesNo("yes", "Paris", "Paris", 0.9)
-    assert verdict("Madrid", "Paris", (), 0.9).verdict == "no"
-    assert verdict("the Nobel Prize", "Nobel Prize in Physics", (), None).verdict == "yes"  # one holds the other
-    assert verdict("Fleming", "Alexander Fleming", (), None).verdict == "yes"
-    assert verdict("Salzburg", "Vienna", ("Salzburg",), None).verdict == "yes"  # another form of the answer
+def _answer(text: str, confidence: float, forms: tuple[str, ...] = ()) -> Answer:
+    return Answer(text, (), confidence, (), confidence=confidence, forms=forms)
+
+
+def test_a_yes_no_verdict_is_yes_where_a_side_names_what_it_asserts_no_only_where_a_side_of_one_answer_is_sure():
+    one = Side(("[MASK] wrote Hamlet.",), "Shakespeare")
+    many = Side(("Shakespeare wrote [MASK].",), "Hamlet", single=False)
+    sure, unsure = max(NO_FROM, YES_FROM_MANY) + 0.1, min(NO_FROM, YES_FROM) - 0.01
+    named = [(many, [_answer("Macbeth", sure)]), (one, [_answer("William Shakespeare", YES_FROM)])]
+    assert verdict(named) == YesNo("yes", "Shakespeare", "William Shakespeare", YES_FROM, 1)
+    other = [(many, [_answer("Macbeth", sure)]), (one, [_answer("Christopher Marlowe", NO_FROM)])]
+    assert verdict(other) == YesNo("no", "Shakespeare", "Christopher Marlowe", NO_FROM, 1)
+    unsure_other = [(many, [_answer("Macbeth", sure)]), (one, [_answer("Christopher Marlowe", unsure)])]
+    assert verdict(unsure_other).verdict == "unknown"  # the side of one answer is not sure enough to say no
+    assert verdict([(many, [_answer("Macbeth", sure)])]).verdict == "unknown"  # many answers: no reason for no
+    low = [(one, [_answer("Marlowe", sure), _answer("Shakespeare", unsure)])]
+    assert verdict(low).verdict == "unknown"  # named, not sure enough for yes; its side names it: no no
+    assert verdict([(one, [_answer("Marlowe", sure), _answer("Shakespeare", YES_FROM)])]).verdict == "yes"
+    assert verdict([(many, [_answer("Hamlet", YES_FROM_MANY - 0.01)])]).verdict == "unknown"
+    assert verdict([(one, [_answer("Vienna", 0.9, ("Shakespeare",))])]).verdict == "yes"  # another form of it
+    assert verdict([(one, [])]) == YesNo("unknown", "Shakespeare", None, None, 0)
+    assert agrees("the Nobel Prize", "Nobel Prize in Physics") and agrees("Fleming", "Alexander Fleming")
     assert not agrees("France", "Francesca") and agrees("U.S.", "US")
 
 
 def test_a_choice_is_answered_as_the_question_it_is_not_with_yes_or_no():
     asked = ask("Is a whale a fish or a mammal?")
-    assert (asked.how, asked.queries, asked.asserted) == ("statements", ("A whale is a [MASK].",), None)
+    assert (asked.how, asked.queries, asked.sides) == ("statements", ("A whale is a [MASK].",), ())
 
 
 @pytest.mark.parametrize("question", ["Why is the sky blue?", "How did Napoleon die?", "how does a rainbow form"])

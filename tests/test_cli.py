@@ -133,9 +133,14 @@ def test_cli_index_reuses_the_datastore_and_query_prints_answers_with_evidence(n
     )
     yes_no = runner.invoke(app, ["query", "--index", url, "--json", "Did firefighters battle bushfires in Australia?"])
     verdict = json.loads(yes_no.output.strip().splitlines()[-1])[0]["yes_no"]
-    assert verdict["asserted"] == "Australia" and verdict["verdict"] in ("yes", "no")
-    said = runner.invoke(app, ["query", "--index", url, "Did firefighters battle bushfires in Australia?"])
-    assert f": the corpus says {verdict['corpus_says']}." in " ".join(said.output.split())  # as the page says it
+    assert verdict["asserted"] in ("Australia", "firefighters") and verdict["verdict"] in ("yes", "no", "unknown")
+    said = " ".join(
+        runner.invoke(app, ["query", "--index", url, "Did firefighters battle bushfires in Australia?"]).output.split()
+    )
+    if verdict["verdict"] == "unknown":  # as the page says it
+        assert f"The corpus does not say: its best guess is {verdict['corpus_says']}" in said
+    else:
+        assert f": the corpus says {verdict['corpus_says']} (confidence" in said
     why = runner.invoke(app, ["query", "--index", url, "Why did the bushfires start?"])
     assert why.exit_code == 0 and "cannot explain" in " ".join(why.output.split())
     (why,) = json.loads(runner.invoke(app, ["query", "--index", url, "--json", "Why did the bushfires start?"]).output)

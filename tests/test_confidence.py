@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npmcore.answer.answering import answers_by_query, replies
+from npmcore.answer.answering import answers_by_query, named, replies
 from npmcore.answer.confidence import (
     BOOSTING,
     CONFIDENCE_FEATURES,
@@ -267,11 +267,13 @@ def test_a_query_abstains_below_the_threshold_and_keeps_its_best_guess(npm):
     assert abstention(None, unsure, 0.9) == {"found": True, "abstained": False, "min_confidence": None}
 
 
-def test_a_question_gets_the_answers_of_its_most_confident_query_of_the_kind_it_asks_for(npm):
+def test_a_question_is_answered_by_its_readings_names_of_the_kind_it_asks_for_rated_by_the_replys_confidence(npm):
     """replies: each of a question's queries answered with only answers of the kind it asks for (the same as its
-    unfiltered phrases kept by ``fits``, in rank order), and the answers given those of the query whose first answer
-    is the most confident."""
+    unfiltered phrases kept by ``fits``, in rank order); its readings' answers pooled by name; the first name checked
+    the other way round where it may be shown as sure; every name rated by the reply's confidence (of its features:
+    the vote, the check) and shown best first, as its most confident answer."""
     from npmcore.answer.inference import KEPT_FROM
+    from npmcore.answer.sure import sure_of
     from npmcore.ask.asking import ask
     from npmcore.ask.questions import fits
 
@@ -284,9 +286,29 @@ def test_a_question_gets_the_answers_of_its_most_confident_query_of_the_kind_it_
         every = npm.answers_from(query, phrases, replace(config, answers=KEPT_FROM))
         kept = [a for a in every if fits(a.text, "place")][: config.answers]
         assert [(a.text, a.rank, a.confidence) for a in answers] == [(a.text, a.rank, a.confidence) for a in kept]
+    sure = sure_of(npm.encoder_source, npm.calibrator)
+    assert sure is not None  # the shipped encoder's
+    ((group,),) = named(npm, [asked], [mine], config, sure.check_from)
+    assert {n.name.best.text for n in group} == {a.text for _, _, answers in mine for a in answers}
+    checked = [n for n in group if n.check is not None]
+    assert len(checked) <= 1 and all(n is group[0] and n.name.best.confidence >= sure.check_from for n in checked)
+    rated = sorted(((sure.confidence(n.features()[None])[0], n.name.best.text) for n in group), reverse=True)
     (reply,) = replies(npm, [asked], config)
-    best = max(mine, key=lambda m: m[2][0].confidence if m[2] else -1.0)
-    assert (reply.query, [a.text for a in reply.answers]) == (best[0], [a.text for a in best[2]])
+    assert [a.text for a in reply.answers] == [text for _, text in rated[: config.answers]]
+    assert [a.confidence for a in reply.answers] == pytest.approx([c for c, _ in rated[: config.answers]])
+    shown = next(n for n in group if n.name.best.text == reply.answers[0].text)
+    assert reply.query == asked.queries[shown.query]
+
+
+def test_the_shipped_replys_confidence_reads_the_shipped_calibrator_and_shows_sure_answers_right_nine_times_in_ten(
+    npm,
+):
+    from npmcore.answer.sure import SURE_FILE, Sure, sure_of
+
+    shipped = Sure.load(Path(default_encoder_path()) / SURE_FILE)
+    assert sure_of(npm.encoder_source, npm.calibrator).coef == shipped.coef
+    assert shipped.provenance["tried"] and 0 < shipped.check_from < shipped.min_confidence < 1
+    assert sure_of(npm.encoder_source, None) is None  # without a calibrator: nothing to read
 
 
 def test_a_phrase_across_a_line_break_is_no_answer_and_the_next_takes_its_place(npm, monkeypatch):

@@ -11,6 +11,7 @@ from reference import QUERIES
 from typer.testing import CliRunner
 
 from flows.cli import app
+from npmcore.answer.answering import sure_from
 from npmcore.answer.inference import NPM, InferenceConfig
 from npmcore.answer.tokens import classify, label_token_ids
 from npmcore.evaluation.metrics import repeats_query
@@ -97,10 +98,22 @@ def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path, prefect_server):
         "skipped": {},  # every line asked
         "breakdown": {"ceiling": result.breakdown["ceiling"]},  # the gold written in the passages searched
         "calibration": result.calibration,  # how well each prediction's confidence says when it is right
+        "shown": result.shown,  # what a person sees: the share shown as sure, right when sure, right but greyed
     }
     confidences = [r.confidence for r in result.records]
     assert all(0 <= c <= 1 for c in confidences)
     assert result.calibration == calibration_report(confidences, [r.correct for r in result.records])
+    threshold = sure_from(flat)
+    sure = [c >= threshold for c in confidences]
+    right = [r.correct for r in result.records]
+    assert result.shown == {
+        "min_confidence": round(threshold, 4),
+        "sure": round(sum(sure) / 4, 4),
+        "precision": round(sum(r and s for r, s in zip(right, sure, strict=True)) / sum(sure), 4)
+        if any(sure)
+        else None,
+        "right_greyed": round(sum(r and not s for r, s in zip(right, sure, strict=True)) / max(sum(right), 1), 4),
+    }
     assert result.query_copy_rate == sum(repeats_query(p, q) for p, q in zip(predicted, QUERIES)) / 4
     client = MlflowClient(tracking_uri=f"sqlite:///{store}/mlflow.db")
     (run,) = client.search_runs([client.get_experiment_by_name("npm-eval").experiment_id])
@@ -110,6 +123,7 @@ def test_evaluation_of_a_cloze_task_end_to_end(flat, tmp_path, prefect_server):
     logged = [a.path for a in client.list_artifacts(run.info.run_id)]
     assert logged == ["predictions.jsonl", "ranker.json", "reliability.png", "risk_coverage.png"]
     assert run.data.metrics["calibration.ece"] == result.calibration["ece"]
+    assert run.data.metrics["shown.sure"] == result.shown["sure"]
     assert run.data.params["scoring"] == "evidence"  # and the weights it ranked with, as params and a file
     assert float(run.data.params["ranker.left_share"]) == flat.ranker.position[0]
     single = runner.invoke(

@@ -69,25 +69,34 @@ def test_restricted_mode_scores_exactly_the_tokens_of_the_top_bm25_passages(flat
     q = flat.encode_queries(QUERIES, 2)
     for query, answers, (q_start, q_end) in zip(QUERIES, flat.predict(QUERIES, config), q, strict=True):
         top = flat.retrieval.bm25_blocks(query, 3)
-        assert len(top) == 3
-        vectors = {b: stored[b] for b in top}  # the datastore's vectors, not the index's PQ codes
-        everything = sum(len(blocks[b]) for b in top)
-        reference = brute_force(
-            blocks,
-            vectors,
-            top,
-            q_start,
-            q_end,
-            flat.corpus.tables,
-            everything,
-            10,
-            2.0,
-            tokenizer,
-            words(query),
-            texts,
-        )
+        assert len(top) == 3  # the datastore's vectors, not the index's PQ codes
+        reference = read_in(top, blocks, stored, texts, q_start, q_end, flat, tokenizer, query)
         assert_same_answers(answers, reference)
         assert {e.block for a in answers for e in a.evidence} <= set(top)
+
+
+def test_a_query_read_in_given_passages_scores_exactly_their_tokens(flat, news_store, stored, tokenizer):
+    """A check reads the passages its question searched: the blocks given, not its own top BM25 passages."""
+    blocks, texts = corpus_blocks(news_store.corpus), corpus_texts(news_store.corpus)
+    config = InferenceConfig(restrict=True, tau=2.0, scoring="npm")
+    given = [sorted(set(flat.retrieval.bm25_blocks(q, 2) + flat.retrieval.bm25_blocks(other, 2))) for q, other in
+             zip(QUERIES, QUERIES[::-1], strict=True)]  # fmt: skip
+    q = flat.encode_queries(QUERIES, 2)
+    found = flat.phrases(QUERIES, config, given)
+    for query, phrases, mine, (q_start, q_end) in zip(QUERIES, found, given, q, strict=True):
+        answers = flat.answers_from(query, phrases, config)
+        assert_same_answers(answers, read_in(mine, blocks, stored, texts, q_start, q_end, flat, tokenizer, query))
+        assert {e.block for a in answers for e in a.evidence} <= set(mine)
+
+
+def read_in(top, blocks, stored, texts, q_start, q_end, flat, tokenizer, query):
+    """The brute-force answers of a query read in every token of the blocks ``top`` (the paper's restricted mode, tau
+    2.0), with the datastore's vectors."""
+    everything = sum(len(blocks[b]) for b in top)
+    vectors = {b: stored[b] for b in top}
+    return brute_force(
+        blocks, vectors, top, q_start, q_end, flat.corpus.tables, everything, 10, 2.0, tokenizer, words(query), texts
+    )
 
 
 @pytest.mark.parametrize("scoring", ["evidence", "npm"])

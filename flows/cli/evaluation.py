@@ -201,6 +201,8 @@ def eval_command(
                 line.update(**{"lambda": r.lam, "fraction": r.fraction, "perplexity": r.perplexity})
             if r.calibration is not None:
                 line["calibration"] = r.calibration
+            if r.shown is not None:
+                line["shown"] = r.shown  # the share shown as sure, right when sure, right but greyed
             if r.breakdown:
                 line["breakdown"] = r.breakdown
             print(json.dumps(line, ensure_ascii=False))

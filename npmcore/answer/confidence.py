@@ -132,6 +132,15 @@ def ranker_checksum(ranker: Ranker) -> str:
     return hashlib.sha256(np.round(weights, 12).astype(np.float64).tobytes()).hexdigest()
 
 
+def calibrator_checksum(calibrator: "Calibrator") -> str:
+    """The sha256 of a calibrator's trees: what a reply's confidence was fitted over (:mod:`npmcore.answer.sure`)."""
+    digest = hashlib.sha256()
+    for name, array in sorted(calibrator.trees.arrays().items()):
+        digest.update(name.encode())
+        digest.update(np.ascontiguousarray(array).tobytes())
+    return digest.hexdigest()
+
+
 @dataclass(frozen=True, eq=False)
 class Calibrator:
     """A classifier of :data:`CONFIDENCE_FEATURES` (right or wrong), for one encoder and ranker."""

@@ -47,7 +47,7 @@ from npmcore.answer.phrases import (
     repeating_spans,
     score_phrases,
 )
-from npmcore.answer.pooling import POOLED_FROM, Pooled, names_more, pool
+from npmcore.answer.pooling import POOLED_FROM, Pooled, head, names_more, pool
 from npmcore.answer.ranking import (
     FEATURE_NAMES,
     Candidates,
@@ -192,7 +192,7 @@ class NPM:
         self._word_words = functools.lru_cache(maxsize=1 << 16)(
             lambda ids: content_words_of(self.tokenizer.decode(list(ids), skip_special_tokens=True))
         )
-        self._key = functools.lru_cache(maxsize=1 << 16)(lambda ids: spelled(self.tokenizer.decode(list(ids))))
+        self._key = functools.lru_cache(maxsize=1 << 16)(lambda ids: spelled(head(self.tokenizer.decode(list(ids)))))
 
     @functools.cached_property
     def ranker(self) -> Ranker:
@@ -253,25 +253,33 @@ class NPM:
         """NPM phrase prediction: the top ``config.answers`` answers of each query."""
         return [self.answers_from(q, phrases, config) for q, phrases in zip(queries, self.phrases(queries, config))]
 
-    def phrases(self, queries: list[str], config: InferenceConfig = InferenceConfig()) -> Iterator[Phrases]:
+    def phrases(
+        self, queries: list[str], config: InferenceConfig = InferenceConfig(), blocks: list[list[int]] | None = None
+    ) -> Iterator[Phrases]:
         """Every candidate phrase of each query, scored (``config.scoring``) and ranked best first,
         yielded query by query (one query's candidates in memory at a time): what :meth:`predict`
-        answers from (its top ``config.answers`` are :meth:`answers_from`)."""
+        answers from (its top ``config.answers`` are :meth:`answers_from`). ``blocks``: the passages each query is
+        read in, instead of its own top BM25 passages (restricted search)."""
         if config.scoring not in SCORINGS:
             raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {config.scoring!r}")
         evidence = config.scoring == "evidence"
-        for candidates in self.candidates(queries, config, features=evidence):
+        for candidates in self.candidates(queries, config, features=evidence, blocks=blocks):
             yield rank_phrases(candidates, self.ranker) if evidence else candidates.phrases
 
     def candidates(
-        self, queries: list[str], config: InferenceConfig = InferenceConfig(), features: bool = True
+        self,
+        queries: list[str],
+        config: InferenceConfig = InferenceConfig(),
+        features: bool = True,
+        blocks: list[list[int]] | None = None,
     ) -> Iterator[Candidates]:
         """Each query's candidates as NPM scores them, with (``features``) the evidence features of every position:
-        what evidence scoring ranks (and :func:`npmcore.answer.ranking.fit_ranker` learns from)."""
+        what evidence scoring ranks (and :func:`npmcore.answer.ranking.fit_ranker` learns from). Restricted search
+        reads each query's top BM25 passages, or the ``blocks`` given for it."""
         sequences = [self.query_ids(q, 2) for q in queries]
         q = self.mask_states(sequences) * self.scale  # (B, 2, d): sims are q·E(c)
         if config.restrict:
-            restricted = self.retrieval.restricted(queries, config.passages)
+            restricted = self.retrieval.restricted(queries, config.passages, blocks)
             for query, ids, (q_start, q_end), (tokens, vectors) in zip(queries, sequences, q, restricted, strict=True):
                 # tokens are whole passages: the spans starting at one of them are all those ending at one
                 spans = self._candidate_spans(query, tokens, tokens[:0], config)
@@ -363,7 +371,7 @@ class NPM:
             parts = (
                 None if phrases.parts is None else dict(zip(FEATURE_NAMES, phrases.parts[rank].tolist(), strict=True))
             )
-            text = self.evidence.surface(evidence[0])
+            text = head(self.evidence.surface(evidence[0]))
             forms = self._forms(pooled.source, pooled.members[rank][1:], text) if isinstance(pooled, Pooled) else ()
             if "\n" not in text and (keep is None or keep(text)):
                 answers.append(Answer(text, ids, float(phrases.scores[rank]), evidence, parts, None, rank, forms))
@@ -412,7 +420,7 @@ class NPM:
         passages write them, each once."""
         out: list[str] = []
         for rank in ranks:
-            text = self.evidence.surface(self._evidence_of(phrases, rank, 1)[0])
+            text = head(self.evidence.surface(self._evidence_of(phrases, rank, 1)[0]))
             if text != shown and text not in out:
                 out.append(text)
         return tuple(out)

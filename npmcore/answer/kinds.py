@@ -83,6 +83,19 @@ def kind_of(articles: Articles, candidate: str, kind: str) -> int:
     return 1 if any(says(a, kind) for a in found) else -1
 
 
+def kind_named(articles: Articles, text: str) -> str | None:
+    """The kind of thing ``text`` is by its article, as a kind a query asks for: a person (its opening gives a life),
+    else the first place noun of what its first sentences say it is ("Africa is [the second-largest continent]":
+    continent; "Salzburg is [the fourth-largest city in Austria]": city); None where it has no such article."""
+    for article in articles_of(articles, text):
+        if article.life:
+            return PERSON
+        words = re.findall(r"[a-z]+", predicate(article.opening).lower())
+        if (noun := next((w for w in words if w in PLACE_NOUNS), None)) is not None:
+            return noun
+    return None
+
+
 def preferred(pooled: Pooled, verdicts: np.ndarray, weights: tuple[float, float] = WEIGHTS) -> Pooled:
     """The pooled answers re-ranked by their kind: the first ``len(verdicts)`` scaled by ``weights`` (of the kind,
     of another kind; unknown ones as they are), every score then renormalised to sum as before; ``kinds`` the

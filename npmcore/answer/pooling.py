@@ -18,6 +18,9 @@ with the scores of the shorter members it absorbs, those found inside it at :dat
 more ("Gogh" is nearly always "van Gogh", "Reykjavík" seldom "Greater Reykjavík"), the highest shown
 (chosen on the dev sets, docs/evaluate.md); the other members are listed as its forms.
 
+A phrase that is a name and a clause after it ("Nairobi, which is the 14th largest city in Africa") is that name
+(:func:`head`): it spells the name's key, and is shown as the name.
+
 Pure functions on :class:`~npmcore.answer.phrases.Phrases`; imports the answer stage's phrases and the function words
 of :mod:`npmcore.vocab`.
 """
@@ -34,6 +37,11 @@ from npmcore.vocab import FUNCTION_WORDS
 POOLED_FROM = 50  # the best phrases of a query looked at for forms of one name (as many as answers are kept from)
 ABSORBED = 0.5  # a shorter form found inside a longer one at this share of its positions is shown as the longer
 MONTHS = frozenset("january february march april may june july august september october november december".split())
+
+# what starts a clause after a name: "Nairobi, which is the 14th largest city in Africa", "Nairobi (Swahili: …)"
+CLAUSE = re.compile(
+    r",\s+(?:which|who|whom|whose|where|when|while|that|and|or|but|the|a|an|its|his|her|their|located|born)\b|\s+\("
+)
 
 # (holder rank, held rank, the rows of their positions where the holder ends with the held phrase) -> whether the
 # holder's added words name more of the held phrase, at one of them
@@ -73,6 +81,13 @@ def names_more(before: str, added: str, held: str) -> bool:
         if word.lower() in FUNCTION_WORDS or (not word[0].isupper() and (k == 0 or len(word) > 3)):
             return False
     return True
+
+
+def head(text: str) -> str:
+    """A phrase without a clause that follows its name ("Nairobi, which is the 14th largest city in Africa" ->
+    "Nairobi"): the answer it is a form of."""
+    found = CLAUSE.search(text)
+    return text[: found.start()] if found is not None and found.start() > 0 else text
 
 
 def holders(token_ids: np.ndarray, spans_of: list[np.ndarray], keys: list[str], more: NamesMore) -> np.ndarray:

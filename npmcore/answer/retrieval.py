@@ -138,10 +138,14 @@ class Retrieval:
         """The texts of the top-``n`` BM25 passages of a query, as the encoder reads them (title first)."""
         return [self.evidence.passage(block).text for block in self.bm25_blocks(query, n)]
 
-    def restricted(self, queries: list[str], passages: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    def restricted(
+        self, queries: list[str], passages: int, blocks: list[list[int]] | None = None
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
         """For each query: the sorted global ids (n,) and exact vectors (n, d) of every content
-        token of its top BM25 passages (:meth:`block_vectors`; each passage read or encoded once)."""
-        chosen = [sorted(set(self.bm25_blocks(query, passages))) for query in queries]
+        token of its top BM25 passages, or of the ``blocks`` given for it (:meth:`block_vectors`; each passage read or
+        encoded once)."""
+        searched = blocks if blocks is not None else [self.bm25_blocks(query, passages) for query in queries]
+        chosen = [sorted(set(mine)) for mine in searched]
         unique = sorted(set().union(*chosen))
         vectors = dict(zip(unique, self.block_vectors(unique), strict=True))
         out = []

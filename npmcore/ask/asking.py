@@ -25,7 +25,7 @@ from typing import Literal, get_args
 from npmcore.ask.keywords import read_keywords
 from npmcore.ask.questions import BE, DO, HAVE, MODALS, WH_WORDS, Expect, stated_kind, tag
 from npmcore.ask.statements import state
-from npmcore.ask.yes_no import is_yes_no, yes_no_reading
+from npmcore.ask.yes_no import Side, is_yes_no, yes_no_reading
 from npmcore.mask import MASK
 
 # The words a question starts with (an interrogative or an auxiliary put first: "Is Paris in France?")
@@ -61,7 +61,9 @@ class Asked:
     # (npmcore.answer.kinds): a person, a place, the noun of a question's wh-phrase ("which river"), of a statement
     # ("the capital of X is") or of a keyword query's relation ("mona lisa painter")
     kinds: tuple[str | None, ...] = ()
-    asserted: str | None = None  # a yes/no question's: the part its statements mask ("Paris")
+    # a yes/no question's sides, whose statements are its queries in order: each the part its statements mask
+    # ("Paris" of "[MASK] is the capital of France.", "France" of "Paris is the capital of [MASK].")
+    sides: tuple[Side, ...] = ()
 
     @property
     def expects(self) -> Expect | None:
@@ -78,9 +80,17 @@ class Asked:
         return (self.expected[n] if self.expected else None, self.kinds[n] if self.kinds else None)
 
 
+PAPER_ANSWER = f"? The answer is {MASK}."  # how the paper's question ends
+
+
 def question_query(question: str) -> str:
     """``"who wrote hamlet"`` or ``"Who wrote Hamlet?"`` -> ``"... hamlet? The answer is [MASK]."``"""
-    return f"{question.removesuffix('?').rstrip()}? The answer is {MASK}."
+    return f"{question.removesuffix('?').rstrip()}{PAPER_ANSWER}"
+
+
+def is_paper_form(query: str) -> bool:
+    """Whether a query is a question asked as the paper asks it (:func:`question_query`), not a statement."""
+    return query.endswith(PAPER_ANSWER)
 
 
 def reads_as_question(text: str) -> bool:
@@ -152,10 +162,12 @@ def ask(text: str, form: Form = "statements") -> Asked:
         reading = yes_no_reading(text)
         if reading is None:
             return Asked(text, (paper,), "question")
-        n = len(reading.statements)
         if reading.choice:  # "a fish or a mammal": answered as the question it is
-            return Asked(text, reading.statements, "statements", kinds=(reading.kind,) * n)
-        return Asked(text, reading.statements, "yes-no", kinds=(reading.kind,) * n, asserted=reading.asserted)
+            side = reading.sides[0]
+            return Asked(text, side.statements, "statements", kinds=(side.kind,) * len(side.statements))
+        queries = tuple(q for side in reading.sides for q in side.statements)
+        kinds = tuple(side.kind for side in reading.sides for _ in side.statements)
+        return Asked(text, queries, "yes-no", kinds=kinds, sides=reading.sides)
     stated = state(text)
     if stated.statements:
         kind = stated.kind or stated_kind(stated.statements[0])

@@ -1,14 +1,22 @@
-"""A yes/no question read: the part it asserts is masked, to be asked (the verdict: :mod:`npmcore.answer.verdict`).
+"""A yes/no question read: what it asserts, masked from both sides, to be asked (the verdict:
+:mod:`npmcore.answer.verdict`).
 
-"Is Paris the capital of France?" asserts Paris: it is asked as "[MASK] is the capital of France." and "The capital
-of France is [MASK]."; where the corpus's answer is Paris the reply is "Yes: the corpus says Paris", where it is
-another ("Is Madrid the capital of France?") "No: the corpus says Paris". The part asserted is
+"Did Shakespeare write Hamlet?" asserts that Shakespeare wrote Hamlet. Asked with Hamlet masked ("Shakespeare wrote
+[MASK].") the corpus names one of his many works; asked with Shakespeare masked ("[MASK] wrote Hamlet.", "Hamlet was
+written by [MASK].") it names Hamlet's one author. A question is therefore read from both sides (:class:`Side`: its
+statements and the part they mask), and the verdict reads each side's answer. The sides are
 
-* after "is/was", a subject and a complement with "the" ("Is the Nile the longest river?"): the subject;
-* a complement with "a"/"an" ("Is a penguin a bird?"): its noun ("A penguin is a [MASK].");
+* after "is/was" with a complement with "the" ("Is Paris the capital of France?"): its subject ("[MASK] is the
+  capital of France.", "The capital of France is [MASK]."; one answer); not the complement's last phrase ("Paris is
+  the capital of [MASK].": Lagos was the capital of Nigeria, Casablanca is called Morocco's economic capital, and
+  such answers said yes to false questions on the dev set);
+* a complement with "a"/"an" ("Is a penguin a bird?"): its noun ("A penguin is a [MASK]."; one answer);
 * a complement that is a place, a phrase after a preposition ("Is Canberra in Australia?", "Was Mozart born in
-  Salzburg?"), or an adjective ("Is the sky blue?"): that phrase or word;
-* after "do/does/did", the verb's last phrase ("Did Columbus discover America?" -> "Columbus discovered [MASK].").
+  Salzburg?"), or an adjective ("Is the sky blue?"): that phrase or word ("Canberra is in [MASK]."; one answer, of
+  the kind asserted: the answer stage reads it so), and for a phrase the subject ("[MASK] is in Australia."; many);
+* after "do/does/did", the verb's last phrase ("Did Columbus discover America?" -> "Columbus discovered [MASK]."; many)
+  and the subject ("[MASK] discovered America.", "America was discovered by [MASK]."; one where the verb's object
+  follows it, many after a preposition: "[MASK] flows through Hungary.").
 
 A question of two choices ("Is a whale a fish or a mammal?") is asked as the statement and answered as one (the
 corpus's answer is the reply), not with yes or no. :func:`yes_no_reading` returns None where no part asserted is
@@ -26,14 +34,24 @@ ARTICLES = frozenset({"the", "a", "an"})
 
 
 @dataclass(frozen=True)
-class YesNoReading:
-    """A yes/no question's statements, the part they mask (what the question asserts) and whether that part is a
-    choice between several (answered as a question, not with yes or no)."""
+class Side:
+    """One side of what a yes/no question asserts: statements that mask it, the part they mask, and the kind of
+    thing that part is where the statements say (:func:`npmcore.ask.questions.stated_kind`)."""
 
     statements: tuple[str, ...]
     asserted: str
-    choice: bool = False
     kind: str | None = None
+    single: bool = True  # what its statements mask has one answer ("[MASK] wrote Hamlet."), not many ("Shakespeare
+    # wrote [MASK].", "[MASK] is in Africa."): only such a side says no
+
+
+@dataclass(frozen=True)
+class YesNoReading:
+    """A yes/no question's sides (the part it asserts first, then its subject where it can be masked too), and
+    whether that part is a choice between several (answered as a question, not with yes or no)."""
+
+    sides: tuple[Side, ...]
+    choice: bool = False
 
 
 def is_yes_no(text: str) -> bool:
@@ -85,35 +103,47 @@ def _copula(text: str, be: str, subject: str, rest: list[Token]) -> YesNoReading
     first = rest[0]
     choice = " or " in f" {complement.lower()} "
     if first.lower == "the" and not choice:  # "Is Paris the capital of France?": the subject is asserted
-        statements = (f"{MASK} {be} {complement}.", f"{complement[:1].upper()}{complement[1:]} {be} {MASK}.")
-        return YesNoReading(statements, bare(subject), kind=stated_kind(statements[1]))
+        statements = (f"{MASK} {be} {complement}.", f"{_capital(complement)} {be} {MASK}.")
+        return YesNoReading((Side(statements, bare(subject), stated_kind(statements[1])),))
     if first.lower in ("a", "an"):  # "Is a penguin a bird?": its noun, "a fish or a mammal": a choice
-        asserted = bare(complement)
-        return YesNoReading((f"{_capital(subject)} {be} a {MASK}.",), asserted, choice)
+        return YesNoReading((Side((f"{_capital(subject)} {be} a {MASK}.",), bare(complement)),), choice)
     if first.tag in ("IN", "TO", "VBN") or first.tag.startswith("JJ"):  # "in Australia", "born in Salzburg", "blue"
         last = _last_phrase(rest)
         if last is None:
             return None
         lead = _span(text, rest[:last]) if last else ""
-        statement = f"{_capital(subject)} {be} {lead} {MASK}.".replace("  ", " ")
-        return YesNoReading((statement,), bare(_span(text, rest[last:])), choice)
+        asserted = bare(_span(text, rest[last:]))
+        sides = [Side((f"{_capital(subject)} {be} {lead} {MASK}.".replace("  ", " "),), asserted)]
+        if last and not choice:  # "[MASK] is in Australia."
+            sides.append(Side((f"{MASK} {be} {lead} {_span(text, rest[last:])}.",), bare(subject), single=False))
+        return YesNoReading(tuple(sides), choice)
     return None
 
 
 def _done(text: str, do: str, subject: str, rest: list[Token]) -> YesNoReading | None:
-    """ "Did Columbus discover America" -> "Columbus discovered [MASK]." asserting America."""
+    """ "Did Columbus discover America" -> "Columbus discovered [MASK]." asserting America, "[MASK] discovered
+    America." and "America was discovered by [MASK]." asserting Columbus."""
     verb = rest[0]
     if not (verb.tag.startswith("VB") or known_verb_lemmas(verb.lower)) or len(rest) < 2:
         return None
     base = verb.lower if verb.lower in known_verb_lemmas(verb.lower) else verb_base_form(verb.text)
-    last = _last_phrase(rest[1:])
+    titled = rest[1].text[:1].isupper()  # a name or a title: "write [On the Origin of Species]"
+    last = 0 if titled else _last_phrase(rest[1:])
     if last is None:
         return None
     last += 1
     middle = _span(text, rest[1:last]) if last > 1 else ""
-    statement = f"{_capital(subject)} {inflected(base, DO[do])} {middle} {MASK}.".replace("  ", " ")
+    done = inflected(base, DO[do])
     asserted = _span(text, rest[last:])
-    return YesNoReading((statement,), bare(asserted), " or " in f" {asserted.lower()} ")
+    choice = " or " in f" {asserted.lower()} "
+    sides = [Side((f"{_capital(subject)} {done} {middle} {MASK}.".replace("  ", " "),), bare(asserted), single=False)]
+    if not choice:
+        statements = [f"{MASK} {done} {middle} {asserted}.".replace("  ", " ")]
+        if not middle:  # "America was discovered by [MASK]."
+            was = "were" if do == "do" else "was"
+            statements.append(f"{_capital(asserted)} {was} {inflected(base, 'VBN')} by {MASK}.")
+        sides.append(Side(tuple(statements), bare(subject), single=not middle))  # "flows through Vienna": many
+    return YesNoReading(tuple(sides), choice)
 
 
 def _last_phrase(tokens: list[Token]) -> int | None:

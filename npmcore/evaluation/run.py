@@ -14,13 +14,13 @@ from typing import Literal
 
 import numpy as np
 
-from npmcore.answer.answering import replies
+from npmcore.answer.answering import replies, sure_from
 from npmcore.answer.inference import NPM, InferenceConfig
 from npmcore.answer.tokens import Mode, classify, label_token_ids, predict_tokens
 from npmcore.ask.asking import ask
 from npmcore.evaluation.baselines import BASELINES, MaskFiller
 from npmcore.evaluation.metrics import exact_match, in_passages, length_bucket, macro_by_length, repeats_query
-from npmcore.evaluation.selective import calibration_report
+from npmcore.evaluation.selective import calibration_report, shown_report
 from npmcore.evaluation.tasks import Task
 
 # npm: BM25-restricted for open-set tasks (the paper), kNN for closed-set; npm-no-bm25: kNN over the
@@ -61,6 +61,8 @@ class Result:
     breakdown: dict[str, float] = field(default_factory=dict)
     # every record with a confidence: how well it says when the prediction is right (selective.calibration_report)
     calibration: dict | None = None
+    # and what a person is shown: the share sure, right when sure, right but greyed (selective.shown_report)
+    shown: dict | None = None
 
 
 def run_task(
@@ -101,6 +103,8 @@ def run_task(
     copy_rate = query_copy_rate(records) if task.kind == "open" else None
     confident = [r.confidence for r in records]
     calibration = None if None in confident else calibration_report(confident, correct)
+    threshold = sure_from(npm) if calibration is not None else None
+    shown = None if threshold is None else shown_report(confident, correct, threshold)
     return Result(
         task.name,
         system,
@@ -112,6 +116,7 @@ def run_task(
         copy_rate,
         breakdown(records),
         calibration,
+        shown,
     )
 
 

@@ -70,6 +70,20 @@ def calibration_report(confidence: Sequence[float], correct: Sequence[bool]) -> 
     }
 
 
+def shown_report(confidence: Sequence[float], correct: Sequence[bool], min_confidence: float) -> dict:
+    """What a person is shown: ``{"min_confidence", "sure", "precision", "right_greyed"}``, the share of answers at or
+    above ``min_confidence`` (shown as sure), the share of those that are right (None: none is sure), and the share
+    of the right answers below it (shown greyed), rounded to 4 places."""
+    conf, right = _checked(confidence, correct)
+    sure = conf >= min_confidence
+    return {
+        "min_confidence": round(float(min_confidence), 4),
+        "sure": round(float(sure.mean()), 4) if len(sure) else 0.0,
+        "precision": round(float(right[sure].mean()), 4) if sure.any() else None,
+        "right_greyed": round(float((right & ~sure).sum() / max(int(right.sum()), 1)), 4),
+    }
+
+
 def reliability(
     confidence: Sequence[float], correct: Sequence[bool], bins: int = BINS
 ) -> list[tuple[float, float, int]]:

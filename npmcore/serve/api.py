@@ -87,7 +87,8 @@ class PredictRequest(Strict):
         ge=0,
         le=1,
         description="Evidence scoring: below this confidence of its first answer a query is answered 'not in this "
-        "corpus' (abstained, the best guess still given); default: the calibrator's, chosen on dev.",
+        "corpus' (abstained, the best guess still given); default: the one chosen on dev for answers shown as sure "
+        "to be right 9 times in 10.",
     )
 
 
@@ -239,7 +240,7 @@ def create_app(settings: Settings) -> FastAPI:
             if pointer is None
             else {"reason": pointer.reason, "at": pointer.at, "scores": pointer.scores},
             "answers": served.answers(),
-            "confidence": confidence_of(served.npm.calibrator),
+            "confidence": confidence_of(served.npm),
             "cannot": {kind: why for kind, why in served.refusals().items() if why},
             "refused": None if service.refused is None else service.refused.public(),
         }

@@ -28,10 +28,10 @@ from typing import Any
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
-from npmcore.answer.answering import replies, reply_json
-from npmcore.answer.confidence import Calibrator
+from npmcore.answer.answering import replies, reply_json, sure_from
 from npmcore.answer.inference import NPM, InferenceConfig
 from npmcore.answer.retrieval import Unsupported
+from npmcore.answer.sure import sure_of
 from npmcore.answer.tokens import classify, label_token_ids
 from npmcore.ask.asking import ask
 from npmcore.index.precision import Setting
@@ -112,12 +112,19 @@ class Served:
         self.npm.close()
 
 
-def confidence_of(calibrator: Calibrator | None) -> dict:
-    """What ``/v1/index`` says of the answers' confidence: whether there is one, the default threshold and what
-    the calibrator was fitted on."""
-    if calibrator is None:
-        return {"calibrated": False, "min_confidence": None, "fitted_on": None}
-    return {"calibrated": True, "min_confidence": calibrator.min_confidence, "fitted_on": calibrator.provenance}
+def confidence_of(npm: NPM) -> dict:
+    """What ``/v1/index`` says of the answers' confidence: whether there is one, the default threshold (from which an
+    answer is shown as sure), what the calibrator was fitted on, and whether replies are checked and rated by a
+    reply's confidence (:mod:`npmcore.answer.sure`)."""
+    if npm.calibrator is None:
+        return {"calibrated": False, "min_confidence": None, "fitted_on": None, "checked": False}
+    checked = sure_of(npm.encoder_source, npm.calibrator) is not None
+    return {
+        "calibrated": True,
+        "min_confidence": sure_from(npm),
+        "fitted_on": npm.calibrator.provenance,
+        "checked": checked,
+    }
 
 
 @dataclass(frozen=True)
